@@ -1,0 +1,42 @@
+"""rooflab: the roofline of LLM serving, with physical units.
+
+The same model on the same device has two speed limits: peak FLOP/s binds the
+prefill, memory bandwidth binds decode.  This package counts FLOPs and bytes
+for each phase, applies the roofline, and answers the questions that follow
+(how long, which resource binds, what fits in memory, where it crosses over).
+
+>>> import rooflab as rl
+>>> r = rl.request(rl.model("Llama-3-8B"), rl.hardware("H100"), prompt_len=2000, output_len=300)
+>>> round(r.ttft.to("ms").magnitude), round(r.itl.to("ms").magnitude, 2), f"{r.decode_share.magnitude:.1%}"
+(29, 4.56, '97.9%')
+
+Plots and widgets live in ``rooflab.plots`` and ``rooflab.widgets``, imported
+on demand so that ``import rooflab`` stays light.
+"""
+
+from .units import Q_, ureg, UnitError
+from .precision import Precision, as_precision, bytes_per_element
+from .hardware import Hardware, hardware, HARDWARE, UnsupportedPrecision
+from .models import Model, model, MODELS
+from .roofline import Cost, roofline
+from .serving import DoesNotFit, MemoryBudget, Request, decode_step, memory_budget, prefill, request
+from .crossover import (
+    attention_crossover_len,
+    attention_share,
+    balanced_output_len,
+    decode_compute_bound_batch,
+    ttft_exceeds_decode_len,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Q_", "ureg", "UnitError",
+    "Precision", "as_precision", "bytes_per_element",
+    "Hardware", "hardware", "HARDWARE", "UnsupportedPrecision",
+    "Model", "model", "MODELS",
+    "Cost", "roofline",
+    "DoesNotFit", "MemoryBudget", "Request", "decode_step", "memory_budget", "prefill", "request",
+    "attention_crossover_len", "attention_share", "balanced_output_len",
+    "decode_compute_bound_batch", "ttft_exceeds_decode_len",
+]

@@ -1,0 +1,247 @@
+"""Answer checking for notebook test cells, with the likely mistake named.
+
+A test cell calls :func:`quantity` with the student's answer and the
+reference.  A right answer passes silently; a wrong one raises
+``AssertionError`` whose message names the likely mistake from the course's
+table ("off by 1000: milliseconds for seconds?"), tagged ``[mistake: ...]``
+so grading reports can count them.
+
+The checker trusts nothing about the answer object but its type: it reads the
+magnitude and unit text of a real pint quantity (from any registry) and
+compares numbers itself, so an answer whose ``__eq__`` always says True gains
+nothing.  Test cells re-import this module before use, so a submission that
+rebinds these functions does not change what the tests run.
+
+>>> from rooflab import Q_
+>>> quantity(Q_(29.3, "ms"), Q_(0.0293, "s"), name="ttft")
+>>> try:
+...     quantity(Q_(29.3, "s"), Q_(0.0293, "s"), name="ttft")
+... except AssertionError as e:
+...     print(str(e).splitlines()[0])
+ttft = 29.3 s is off by a factor of 1000 from the expected 0.0293 s. [mistake: milliseconds for seconds]
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from numbers import Real
+
+import numpy as np
+import pint
+
+from .units import Q_, ureg
+
+__all__ = ["quantity", "number", "choice", "derive_yourself", "MISTAKE_TAG"]
+
+MISTAKE_TAG = "[mistake: "
+
+_PREFIXES = ("ms", "s", "us", "GB", "GiB", "TB", "B", "TFLOP", "GFLOP", "FLOP", "TB/s", "GB/s", "TFLOP/s")
+
+
+def _fail(message: str, mistake: str | None = None) -> None:
+    if mistake:
+        message = f"{message} {MISTAKE_TAG}{mistake}]"
+    raise AssertionError(message)
+
+
+def _as_ours(answer: object, name: str) -> pint.Quantity | None:
+    """Return the answer as a quantity of our registry, or None if it is a plain number."""
+    if isinstance(answer, pint.Quantity) and type(answer).__module__.startswith("pint"):
+        magnitude = answer._magnitude
+        units = answer._units
+        if answer._REGISTRY is not ureg:
+            return Q_(_plain(magnitude, name), format(answer.units, "D") if str(units) else "")
+        return Q_(_plain(magnitude, name), answer.units)
+    if isinstance(answer, pint.Quantity):
+        _fail(f"{name} is a {type(answer).__name__}, not a plain pint quantity: build it with Q_(value, unit).")
+    return None
+
+
+def _plain(value: object, name: str) -> float | np.ndarray:
+    """Return a number or numeric array, refusing any other object."""
+    if isinstance(value, bool) or isinstance(value, np.bool_):
+        _fail(f"{name} should be a number, got the boolean {value!r}.")
+    if type(value) in (int, float) or isinstance(value, np.number):
+        return float(value)
+    if type(value) is np.ndarray and value.dtype.kind in "iuf":
+        return value.astype(float)
+    _fail(f"{name} should be a number or a quantity, got {type(value).__name__} {value!r}.")
+
+
+def _finite(value, name: str, shown) -> None:
+    if not np.all(np.isfinite(value)):
+        _fail(f"{name} = {shown} is not a finite number.", "not a number")
+
+
+def _describe(value: pint.Quantity) -> str:
+    return f"{value:.4g~P}" if np.ndim(value.magnitude) == 0 else f"{value:~P}"
+
+
+# Ratios that betray a known mistake, with the mistake's name.  Checked in this order.
+_FACTORS = [
+    (1e3, "milliseconds for seconds", "off by a factor of 1000"),
+    (1e6, "microseconds for seconds", "off by a factor of a million"),
+    (1e9, "a unit prefix (G for none?)", "off by a factor of 10^9"),
+    (1e12, "a unit prefix (T for none?)", "off by a factor of 10^12"),
+    (2**30 / 1e9, "GB for GiB", "off by 1.074 (2^30 / 10^9)"),
+    (2**20 / 1e6, "MB for MiB", "off by 1.049 (2^20 / 10^6)"),
+    (2**40 / 1e12, "TB for TiB", "off by 1.100 (2^40 / 10^12)"),
+    (8.0, "bits for bytes", "off by a factor of 8"),
+    (100.0, "a percentage for a fraction", "off by a factor of 100"),
+]
+
+
+def _factor_mistake(ratio: float, expected_dim, rel: float, extra: dict[str, float]) -> tuple[str, str] | None:
+    candidates = [(f, name, f"off by a factor of {f:g}") for name, f in extra.items()] + list(_FACTORS)
+    if "[information]" in str(expected_dim):
+        candidates.append((2.0, "forgot K and V (or the 2 bytes of an fp16 value)", "off by a factor of 2"))
+    elif "[computation]" in str(expected_dim):
+        candidates.append((2.0, "forgot 2 FLOPs per multiply-add", "off by a factor of 2"))
+    else:
+        candidates.append((2.0, "a factor of 2", "off by a factor of 2"))
+    for factor, mistake, phrase in candidates:
+        if factor <= 0 or factor == 1:
+            continue
+        for f in (factor, 1 / factor):
+            if abs(ratio / f - 1) <= rel:
+                return phrase, mistake
+    return None
+
+
+def quantity(
+    answer: object,
+    expected: pint.Quantity,
+    name: str = "answer",
+    rel: float = 0.02,
+    accept: tuple = (),
+    mistakes: dict[str, float] | None = None,
+) -> None:
+    """Pass if ``answer`` equals ``expected`` within relative tolerance ``rel``; raise AssertionError otherwise.
+
+    ``accept`` lists other values that are also right (a second counting convention).
+    ``mistakes`` maps a mistake's name to the factor it would cause ({"query heads for KV heads": 4}).
+    """
+    expected = _as_ours(expected, "expected")
+    if expected is None:
+        raise TypeError("the reference must be a quantity; use rooflab.check.number for plain numbers")
+    references = [expected] + [_as_ours(a, "accepted value") for a in accept]
+    mistakes = mistakes or {}
+    if isinstance(answer, (tuple, list)) and len(answer) and not isinstance(answer, str):
+        _fail(f"{name} should be one quantity, got a {type(answer).__name__} of {len(answer)} items.")
+    got = _as_ours(answer, name)
+    want = _describe(expected)
+    if got is None:
+        plain = _plain(answer, name)
+        _finite(plain, name, answer)
+        if expected.dimensionless:
+            got = Q_(plain, "")
+        else:
+            hint = _bare_hint(plain, expected)
+            _fail(
+                f"{name} = {answer!r} has no units; the expected answer is {want}. "
+                f"Return a quantity, e.g. Q_(value, {format(expected.units, '~')!r}).{hint}",
+                "a bare number where a quantity is asked",
+            )
+    _finite(got.magnitude, name, got)
+    if got.dimensionality != expected.dimensionality:
+        _wrong_dimension(got, expected, name)
+    for reference in references:
+        ratio = np.asarray(got.m_as(reference.units) / reference.magnitude, dtype=float)
+        if np.all(np.abs(ratio - 1) <= rel):
+            return
+    ratio = np.asarray(got.m_as(expected.units) / expected.magnitude, dtype=float)
+    worst = float(ratio.flat[np.argmax(np.abs(ratio - 1))])
+    shown = _describe(got.to(expected.units))
+    if worst <= 0:
+        _fail(f"{name} = {shown}, but the expected value is {want}: check the sign.", "wrong sign")
+    found = _factor_mistake(worst, expected.dimensionality, rel, mistakes)
+    if found:
+        phrase, mistake = found
+        _fail(f"{name} = {_describe(got)} is {phrase} from the expected {want}.", mistake)
+    _fail(f"{name} = {shown}, expected {want} (within {rel:.0%}); it is {worst:.3g} times the reference.")
+
+
+def _bare_hint(plain, expected: pint.Quantity) -> str:
+    """Say which unit a bare number would be right in, if any."""
+    if np.ndim(plain):
+        return ""
+    for unit in _PREFIXES:
+        try:
+            value = expected.m_as(unit)
+        except pint.DimensionalityError:
+            continue
+        if value and abs(plain / value - 1) <= 0.02:
+            return f" Your number matches the answer in {unit}: write Q_({plain:g}, {unit!r})."
+    return ""
+
+
+def _wrong_dimension(got: pint.Quantity, expected: pint.Quantity, name: str) -> None:
+    time = ureg.get_dimensionality("[time]")
+    got_dim, want_dim = got.dimensionality, expected.dimensionality
+    if got_dim == want_dim / time:
+        _fail(
+            f"{name} = {_describe(got)} is a rate (per second), but an amount in "
+            f"{format(expected.units, '~')} is asked: multiply by a time, or drop a '/s'.",
+            "a rate for an amount",
+        )
+    if got_dim == want_dim * time:
+        _fail(
+            f"{name} = {_describe(got)} is an amount, but a rate in {format(expected.units, '~')} "
+            f"is asked: divide by a time.",
+            "an amount for a rate",
+        )
+    _fail(
+        f"{name} = {_describe(got)} has the dimension {got_dim or 'dimensionless'}, "
+        f"but the answer is in {format(expected.units, '~') or 'pure numbers'} ({want_dim or 'dimensionless'}).",
+        "wrong dimension",
+    )
+
+
+def number(answer: object, expected: float, name: str = "answer", rel: float = 0.02,
+           mistakes: dict[str, float] | None = None) -> None:
+    """Check a plain number (a ratio, a count, a fraction) like :func:`quantity`."""
+    quantity(answer, Q_(_plain(expected, "expected"), ""), name=name, rel=rel, mistakes=mistakes)
+
+
+def choice(answer: object, expected: str, name: str = "answer", options: dict[str, tuple[str, ...]] | None = None) -> None:
+    """Check a word answer.  ``options`` maps each allowed answer to its accepted spellings."""
+    if not isinstance(answer, str):
+        _fail(f"{name} should be a string, got {type(answer).__name__} {answer!r}.")
+    options = options or {expected: (expected,)}
+    said = " ".join(answer.lower().replace("-", " ").replace("_", " ").split())
+    matched = [key for key, spellings in options.items()
+               if said == key.lower() or said in {s.lower() for s in spellings}]
+    if not matched:
+        _fail(f"{name} = {answer!r} is not one of the options: {', '.join(repr(k) for k in options)}.")
+    if matched[0] != expected:
+        _fail(f"{name} = {answer!r} is not right.", f"{name}: {matched[0]} instead of {expected}")
+
+
+def _disabled(*args, **kwargs):
+    # Runs with the *patched* function's globals, so it may use builtins only.
+    raise RuntimeError(
+        "rooflab: this library function is switched off while this test runs. "
+        "The exercise asks you to derive the result from the formula yourself, "
+        "so write the arithmetic instead of calling the library's answer."
+    )
+
+
+@contextmanager
+def derive_yourself(*functions):
+    """Switch library functions off for the duration of a test, wherever they are referenced.
+
+    Swapping the code object (rather than a module attribute) also catches a
+    student who imported the function by name (``from rooflab import prefill``).
+    Accepts functions, methods and properties.
+    """
+    originals = []
+    for function in functions:
+        target = function.fget if isinstance(function, property) else getattr(function, "__func__", function)
+        originals.append((target, target.__code__))
+        target.__code__ = _disabled.__code__
+    try:
+        yield
+    finally:
+        for target, code in originals:
+            target.__code__ = code

@@ -1,0 +1,211 @@
+"""Accelerators: their two roofs (peak FLOP/s, memory bandwidth), capacity and power.
+
+Every peak is the vendor's *dense* figure (no 2:4 structured sparsity, which
+datasheets often quote at twice the rate) and every entry cites its source.
+Capacities and bandwidths are decimal, as datasheets write them: 80 GB is
+80e9 bytes (nvidia-smi would show about 74.5 GiB of it).
+
+>>> h100 = hardware("H100")
+>>> h100.name, round(h100.ridge_point("fp16").magnitude)
+('H100-SXM', 295)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pint
+
+from .catalogue import index, lookup
+from .precision import DTYPE_BITS
+from .units import quantity
+
+__all__ = ["Hardware", "hardware", "HARDWARE", "UnsupportedPrecision"]
+
+_TERA = 1e12
+
+
+class UnsupportedPrecision(ValueError):
+    """The device has no tensor-core rate for the precision asked for."""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One accelerator.  Quantity properties for people; ``*_si`` floats for the library's arithmetic."""
+
+    name: str
+    peak_flops_si: dict[str, float] = field(repr=False)  # FLOP/s by compute precision
+    memory_bandwidth_si: float = field(repr=False)  # B/s
+    memory_capacity_si: float = field(repr=False)  # B
+    power_si: float | None = field(repr=False)  # W; None where the vendor publishes none
+    source: str = field(repr=False)
+    aliases: tuple[str, ...] = field(default=(), repr=False)
+    notes: str = field(default="", repr=False)
+
+    @property
+    def memory_bandwidth(self) -> pint.Quantity:
+        """Peak memory bandwidth, B/s."""
+        return quantity(self.memory_bandwidth_si, "bandwidth").to("TB/s")
+
+    @property
+    def memory_capacity(self) -> pint.Quantity:
+        """Memory capacity, decimal GB as on the datasheet."""
+        return quantity(self.memory_capacity_si, "bytes").to("GB")
+
+    @property
+    def power(self) -> pint.Quantity | None:
+        """Board power (TDP), W, or None where it is not published."""
+        return None if self.power_si is None else quantity(self.power_si, "power")
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The compute precisions this device has a tensor-core (or vector) rate for."""
+        return tuple(self.peak_flops_si)
+
+    def peak_flops_for(self, compute: str) -> float:
+        """Return the dense peak for ``compute`` in FLOP/s (float); raise if the device has none."""
+        key = compute.strip().lower() if isinstance(compute, str) else compute
+        try:
+            return self.peak_flops_si[key]
+        except (KeyError, TypeError):
+            known = f"known formats: {', '.join(DTYPE_BITS)}"
+            if key in DTYPE_BITS:
+                raise UnsupportedPrecision(
+                    f"{self.name} has no {key} compute rate (it has {', '.join(self.precisions)}); "
+                    f"pick one of those, or store weights in {key} and compute in another format, "
+                    f"e.g. Precision(weights={key!r}, compute='fp16')"
+                ) from None
+            raise UnsupportedPrecision(f"unknown compute precision {compute!r}; {known}") from None
+
+    def peak_flops(self, precision: str = "fp16") -> pint.Quantity:
+        """Dense peak compute for a compute precision, TFLOP/s."""
+        return quantity(self.peak_flops_for(precision), "flop_rate").to("TFLOP/s")
+
+    def ridge_point(self, precision: str = "fp16") -> pint.Quantity:
+        """Arithmetic intensity where the two roofs meet, FLOP/B: peak_flops / memory_bandwidth."""
+        return quantity(self.peak_flops_for(precision) / self.memory_bandwidth_si, "intensity")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _device(
+    name: str,
+    tflops: dict[str, float],
+    bandwidth_tb_s: float,
+    capacity_gb: float,
+    power_w: float | None,
+    source: str,
+    aliases: tuple[str, ...] = (),
+    notes: str = "",
+) -> Hardware:
+    return Hardware(
+        name=name,
+        peak_flops_si={k: v * _TERA for k, v in tflops.items()},
+        memory_bandwidth_si=bandwidth_tb_s * _TERA,
+        memory_capacity_si=capacity_gb * 1e9,
+        power_si=power_w,
+        source=source,
+        aliases=aliases,
+        notes=notes,
+    )
+
+
+# Dense peaks in TFLOP/s (TOP/s for integer formats), bandwidth in TB/s, capacity in GB.
+_CATALOGUE = [
+    _device(
+        "A100-40GB",
+        {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312, "int8": 624, "int4": 1248},
+        1.555, 40, 400,
+        "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+        aliases=("A100-SXM-40GB",),
+        notes="SXM4 module; A100 datasheet, dense figures (sparse ones are twice these).",
+    ),
+    _device(
+        "A100-80GB",
+        {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312, "int8": 624, "int4": 1248},
+        2.039, 80, 400,
+        "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+        aliases=("A100", "A100-SXM", "A100-SXM-80GB"),
+        notes="SXM4 module with HBM2e; A100 datasheet, dense figures.",
+    ),
+    _device(
+        "H100-SXM",
+        {"fp32": 67, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9, "int8": 1978.9},
+        3.35, 80, 700,
+        "https://www.nvidia.com/en-us/data-center/h100/",
+        aliases=("H100", "H100-SXM5", "H100-80GB"),
+        notes="H100 SXM5 datasheet; the page quotes sparse tensor rates, halved here. No INT4 tensor cores.",
+    ),
+    _device(
+        "H100-PCIe",
+        {"fp32": 51, "tf32": 378, "fp16": 756, "bf16": 756, "fp8": 1513, "int8": 1513},
+        2.0, 80, 350,
+        "https://www.nvidia.com/en-us/data-center/h100/",
+        notes="H100 PCIe datasheet column, dense figures.",
+    ),
+    _device(
+        "H200",
+        {"fp32": 67, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9, "int8": 1978.9},
+        4.8, 141, 700,
+        "https://www.nvidia.com/en-us/data-center/h200/",
+        aliases=("H200-SXM",),
+        notes="Same GH100 compute as the H100 SXM; HBM3e raises bandwidth and capacity.",
+    ),
+    _device(
+        "B200",
+        {"fp32": 80, "tf32": 1100, "fp16": 2250, "bf16": 2250, "fp8": 4500, "int8": 4500, "fp4": 9000},
+        8.0, 180, 1000,
+        "https://www.nvidia.com/en-us/data-center/hgx/",
+        aliases=("HGX-B200",),
+        notes="One GPU of an HGX B200 board (1,000 W configuration), dense figures.",
+    ),
+    _device(
+        "L4",
+        {"fp32": 30.3, "tf32": 60, "fp16": 121, "bf16": 121, "fp8": 242.5, "int8": 242.5},
+        0.300, 24, 72,
+        "https://www.nvidia.com/en-us/data-center/l4/",
+        notes="L4 datasheet; its tensor rates are quoted with sparsity, halved here.",
+    ),
+    _device(
+        "T4",
+        {"fp32": 8.1, "fp16": 65, "int8": 130, "int4": 260},
+        0.320, 16, 70,
+        "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
+        notes="Turing: FP16 mixed-precision tensor cores, no BF16, TF32 or FP8.",
+    ),
+    _device(
+        "L40S",
+        {"fp32": 91.6, "tf32": 183, "fp16": 362, "bf16": 362, "fp8": 733, "int8": 733, "int4": 733},
+        0.864, 48, 350,
+        "https://www.nvidia.com/en-us/data-center/l40s/",
+        notes="L40S datasheet, dense figures (the page lists sparse ones too).",
+    ),
+    _device(
+        "MI300X",
+        {"fp32": 163.4, "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4, "fp8": 2614.9, "int8": 2614.9},
+        5.3, 192, 750,
+        "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html",
+        aliases=("AMD-MI300X",),
+        notes="AMD Instinct MI300X datasheet, dense matrix figures.",
+    ),
+    _device(
+        "TPU-v5e",
+        {"bf16": 197, "int8": 394},
+        0.819, 16, None,
+        "https://cloud.google.com/tpu/docs/v5e",
+        aliases=("TPUv5e", "v5e"),
+        notes="One Cloud TPU v5e chip. Google publishes no per-chip power figure.",
+    ),
+]
+
+#: The catalogue, by canonical name.
+HARDWARE: dict[str, Hardware] = {device.name: device for device in _CATALOGUE}
+_INDEX = index(_CATALOGUE)
+
+
+def hardware(name: str | Hardware) -> Hardware:
+    """Return the catalogue entry for ``name`` (case-insensitive; aliases such as 'H100' work)."""
+    if isinstance(name, Hardware):
+        return name
+    return lookup(name, _INDEX, "hardware", "H100")

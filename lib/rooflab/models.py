@@ -1,0 +1,211 @@
+"""Transformer architectures, and the counts that follow from them.
+
+A model is described by its shape alone (layers, widths, heads, vocabulary,
+experts); parameter counts, weight bytes and KV bytes per token are derived,
+never typed in, so a catalogue entry cannot contradict itself.  Parameter
+counts are plain integers: a parameter is a count, not a physical unit.
+
+>>> llama = model("Llama-3-8B")
+>>> round(llama.total_params / 1e9, 2), round(llama.non_embedding_params / 1e9, 2)
+(8.03, 6.98)
+>>> llama.kv_bytes_per_token("fp16")
+<Quantity(131072.0, 'byte / token')>
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pint
+
+from .catalogue import index, lookup
+from .precision import Precision, as_precision
+from .units import quantity
+
+__all__ = ["Model", "model", "MODELS"]
+
+
+@dataclass(frozen=True)
+class Model:
+    """A decoder-only transformer.  ``mlp_dim`` is per expert; ``experts == 1`` means dense."""
+
+    name: str
+    layers: int
+    d_model: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    mlp_dim: int
+    vocab: int
+    tied_embeddings: bool
+    source: str = field(repr=False)
+    experts: int = 1
+    experts_per_token: int = 1
+    gated_mlp: bool = True
+    qkv_bias: bool = False
+    aliases: tuple[str, ...] = field(default=(), repr=False)
+    notes: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "d_model", "heads", "kv_heads", "head_dim", "mlp_dim", "vocab",
+                     "experts", "experts_per_token"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        if self.experts_per_token > self.experts:
+            raise ValueError(
+                f"experts_per_token ({self.experts_per_token}) cannot exceed experts ({self.experts})"
+            )
+
+    # --- widths -----------------------------------------------------------
+    @property
+    def attention_width(self) -> int:
+        """Width of all query heads together: heads x head_dim."""
+        return self.heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        """Width of all key (or value) heads together: kv_heads x head_dim."""
+        return self.kv_heads * self.head_dim
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 1
+
+    # --- parameter counts ----------------------------------------------
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding table: vocab x d_model."""
+        return self.vocab * self.d_model
+
+    @property
+    def head_params(self) -> int:
+        """Output projection to the vocabulary: vocab x d_model, or 0 when tied to the embedding."""
+        return 0 if self.tied_embeddings else self.vocab * self.d_model
+
+    @property
+    def _attention_params(self) -> int:
+        d, a, kv = self.d_model, self.attention_width, self.kv_width
+        bias = (a + 2 * kv) if self.qkv_bias else 0
+        return d * a + 2 * d * kv + a * d + bias  # Q, K, V, O projections
+
+    @property
+    def _expert_params(self) -> int:
+        return (3 if self.gated_mlp else 2) * self.d_model * self.mlp_dim
+
+    def _non_embedding(self, experts: int) -> int:
+        router = self.d_model * self.experts if self.is_moe else 0
+        per_layer = self._attention_params + experts * self._expert_params + router + 2 * self.d_model
+        return self.layers * per_layer + self.d_model  # + the final norm
+
+    @property
+    def non_embedding_params(self) -> int:
+        """Parameters outside the embedding table and output head (all experts)."""
+        return self._non_embedding(self.experts)
+
+    @property
+    def active_non_embedding_params(self) -> int:
+        """Non-embedding parameters one token passes through (top-k experts for MoE)."""
+        return self._non_embedding(self.experts_per_token)
+
+    @property
+    def total_params(self) -> int:
+        """Every parameter held in memory: non-embedding + embedding + output head."""
+        return self.non_embedding_params + self.embedding_params + self.head_params
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token touches, the embedding table and head included."""
+        return self.active_non_embedding_params + self.embedding_params + self.head_params
+
+    def expert_params_per_layer(self) -> int:
+        """Parameters of one expert's MLP in one layer (the whole MLP for a dense model)."""
+        return self._expert_params
+
+    # --- bytes and FLOPs --------------------------------------------------
+    def weight_bytes(self, precision: str | Precision = "fp16") -> pint.Quantity:
+        """Bytes all weights take in memory, GB: total_params x bytes per weight (scales included)."""
+        p = as_precision(precision)
+        return quantity(self.total_params * p.bytes_per_weight, "bytes").to("GB")
+
+    def kv_bytes_per_token_si(self, precision: str | Precision = "fp16") -> float:
+        """KV-cache bytes one token adds, as a float: 2 x layers x kv_heads x head_dim x bytes."""
+        p = as_precision(precision)
+        return 2 * self.layers * self.kv_width * p.kv_bytes_per_element
+
+    def kv_bytes_per_token(self, precision: str | Precision = "fp16") -> pint.Quantity:
+        """KV-cache bytes one token adds, B/token: 2 (K and V) x layers x kv_heads x head_dim x bytes."""
+        return quantity(self.kv_bytes_per_token_si(precision), "bytes_per_token")
+
+    def flops_per_token(self, context_len: int = 0) -> pint.Quantity:
+        """Forward FLOPs for one token that attends to ``context_len`` earlier tokens, FLOP/token.
+
+        2 x active non-embedding params + 4 x layers x attention_width x context_len
+        (QK^T and AV) + 2 x d_model x vocab (its logits).
+        """
+        from .validation import lengths  # a local import keeps the model record free of cycles
+
+        context = lengths(context_len, "context_len", minimum=0)
+        flops = (
+            2 * self.active_non_embedding_params
+            + 4 * self.layers * self.attention_width * context
+            + 2 * self.d_model * self.vocab
+        )
+        return quantity(flops, "flops") / quantity(1.0, "tokens")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _hf(repo: str) -> str:
+    return f"https://huggingface.co/{repo}/blob/main/config.json"
+
+
+_LLAMA3 = dict(vocab=128256, tied_embeddings=False, head_dim=128)
+_CATALOGUE = [
+    Model("Llama-3-8B", layers=32, d_model=4096, heads=32, kv_heads=8, mlp_dim=14336,
+          source=_hf("meta-llama/Meta-Llama-3-8B"), aliases=("Meta-Llama-3-8B", "llama3-8b"), **_LLAMA3),
+    Model("Llama-3-70B", layers=80, d_model=8192, heads=64, kv_heads=8, mlp_dim=28672,
+          source=_hf("meta-llama/Meta-Llama-3-70B"), aliases=("Meta-Llama-3-70B", "llama3-70b"), **_LLAMA3),
+    Model("Llama-3.1-405B", layers=126, d_model=16384, heads=128, kv_heads=8, mlp_dim=53248,
+          source=_hf("meta-llama/Llama-3.1-405B"), aliases=("Meta-Llama-3.1-405B",), **_LLAMA3),
+    Model("Llama-2-7B", layers=32, d_model=4096, heads=32, kv_heads=32, head_dim=128, mlp_dim=11008,
+          vocab=32000, tied_embeddings=False, source=_hf("meta-llama/Llama-2-7b-hf"),
+          aliases=("Llama-2-7b-hf",), notes="Full multi-head attention: as many KV heads as query heads."),
+    Model("Llama-2-70B", layers=80, d_model=8192, heads=64, kv_heads=8, head_dim=128, mlp_dim=28672,
+          vocab=32000, tied_embeddings=False, source=_hf("meta-llama/Llama-2-70b-hf"),
+          aliases=("Llama-2-70b-hf",)),
+    Model("Mistral-7B", layers=32, d_model=4096, heads=32, kv_heads=8, head_dim=128, mlp_dim=14336,
+          vocab=32000, tied_embeddings=False, source=_hf("mistralai/Mistral-7B-v0.1"),
+          aliases=("Mistral-7B-v0.1",),
+          notes="v0.1 uses a 4,096-token sliding window, which this library does not model."),
+    Model("Mixtral-8x7B", layers=32, d_model=4096, heads=32, kv_heads=8, head_dim=128, mlp_dim=14336,
+          vocab=32000, tied_embeddings=False, experts=8, experts_per_token=2,
+          source=_hf("mistralai/Mixtral-8x7B-v0.1"), aliases=("Mixtral-8x7B-v0.1",),
+          notes="Sparse mixture of experts: 8 expert MLPs a layer, each token routed to 2."),
+    Model("Qwen2-7B", layers=28, d_model=3584, heads=28, kv_heads=4, head_dim=128, mlp_dim=18944,
+          vocab=152064, tied_embeddings=False, qkv_bias=True, source=_hf("Qwen/Qwen2-7B")),
+    Model("Gemma-2B", layers=18, d_model=2048, heads=8, kv_heads=1, head_dim=256, mlp_dim=16384,
+          vocab=256000, tied_embeddings=True, source=_hf("google/gemma-2b"),
+          aliases=("gemma-2b",), notes="Multi-query attention: one KV head shared by all 8 query heads."),
+    Model("TinyLlama-1.1B", layers=22, d_model=2048, heads=32, kv_heads=4, head_dim=64, mlp_dim=5632,
+          vocab=32000, tied_embeddings=False,
+          source=_hf("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T"),
+          aliases=("TinyLlama",), notes="Small enough for a laptop CPU."),
+    Model("Qwen2-0.5B", layers=24, d_model=896, heads=14, kv_heads=2, head_dim=64, mlp_dim=4864,
+          vocab=151936, tied_embeddings=True, qkv_bias=True, source=_hf("Qwen/Qwen2-0.5B"),
+          notes="Small enough for a laptop CPU; input embedding and output head share one matrix."),
+]
+
+#: The catalogue, by canonical name.
+MODELS: dict[str, Model] = {m.name: m for m in _CATALOGUE}
+_INDEX = index(_CATALOGUE)
+
+
+def model(name: str | Model) -> Model:
+    """Return the catalogue entry for ``name`` (case-insensitive), or raise listing close names."""
+    if isinstance(name, Model):
+        return name
+    return lookup(name, _INDEX, "model", "Llama-3-8B")
