@@ -2,10 +2,11 @@
 
 pint's stock definitions leave ``bit`` and ``byte`` dimensionless, so out of
 the box GB/s converts to Hz and ``Q_(4, "byte") == 32`` holds.  This registry
-gives information, computation (FLOPs) and text (tokens) dimensions of their
-own, so those mistakes raise ``pint.DimensionalityError`` instead of producing
-a wrong number.  ``b`` means bit here (``Gb`` is a gigabit), not barn or
-gilbert, which no one serving language models needs.
+is built from ``units.txt`` beside this file: time, information, computation
+(FLOPs), text (tokens) and the few units derived from them (W, J, Hz), with
+decimal and binary prefixes.  Bytes, FLOPs and tokens each have a dimension of
+their own, so mixing them raises ``pint.DimensionalityError`` instead of
+producing a wrong number, and ``Gb`` is a gigabit.
 
 >>> Q_(3.35, "TB/s").to("GB/s")
 <Quantity(3350.0, 'gigabyte / second')>
@@ -25,32 +26,8 @@ import pint
 __all__ = ["ureg", "Q_", "to_si", "as_quantity", "UnitError", "SI_UNITS"]
 
 
-def _definitions() -> list[str]:
-    """pint's default definitions with our three dimensions swapped in."""
-    pkg = resources.files("pint")
-    lines: list[str] = []
-    for line in pkg.joinpath("default_en.txt").read_text(encoding="utf-8").splitlines():
-        stripped = line.strip()
-        if stripped.startswith("@import constants_en.txt"):
-            # A list of lines cannot follow @import, so the constants go inline.
-            lines.extend(pkg.joinpath("constants_en.txt").read_text(encoding="utf-8").splitlines())
-            continue
-        if stripped == "bit = []":
-            line = "bit = [information] = b"
-        elif stripped.startswith("barn ="):
-            line = "barn = 1e-28 * meter ** 2"
-        elif stripped.startswith("gilbert ="):
-            line = "gilbert = 1 / (4 * π) * biot_turn"
-        lines.append(line)
-    lines += [
-        "FLOP = [computation] = _ = flop = FLOPs = flops",
-        "token = [text] = tok",
-    ]
-    return lines
-
-
 ureg = pint.UnitRegistry(filename=None)
-ureg.load_definitions(_definitions())
+ureg.load_definitions(str(resources.files("rooflab").joinpath("units.txt")))
 ureg.formatter.default_format = "~P"
 pint.set_application_registry(ureg)
 Q_ = ureg.Quantity

@@ -1,0 +1,101 @@
+"""The answer checker: right answers pass, wrong ones name the likely mistake."""
+
+import numpy as np
+import pint
+import pytest
+
+import rooflab as rl
+from rooflab import Q_, check
+
+
+def fails(answer, expected, **kwargs):
+    with pytest.raises(AssertionError) as error:
+        check.quantity(answer, expected, **kwargs)
+    return str(error.value)
+
+
+def test_equivalent_units_pass():
+    check.quantity(Q_(29.3, "ms"), Q_(0.0293, "s"))
+    check.quantity(Q_(16.06, "GB"), Q_(16.06e9, "B"))
+    check.quantity(pint.UnitRegistry().Quantity(29.3, "ms"), Q_(0.0293, "s"))  # another registry
+
+
+def test_accepted_alternatives():
+    check.quantity(Q_(4.87, "ms"), Q_(4.56, "ms"), accept=(Q_(4.87, "ms"),))
+
+
+@pytest.mark.parametrize(
+    "answer, expected, mistake",
+    [
+        (Q_(29.3, "s"), Q_(29.3, "ms"), "milliseconds for seconds"),
+        (Q_(29.3e-6, "s"), Q_(29.3, "ms"), "milliseconds for seconds"),
+        (Q_(16.06, "GiB"), Q_(16.06, "GB"), "GB for GiB"),
+        (Q_(1048576, "B"), Q_(131072, "B"), "bits for bytes"),
+        (Q_(65536, "B"), Q_(131072, "B"), "forgot K and V"),
+        (Q_(14.5, "TFLOP"), Q_(29, "TFLOP"), "forgot 2 FLOPs per multiply-add"),
+        (Q_(29, "TFLOP/s"), Q_(29, "TFLOP"), "a rate for an amount"),
+        (Q_(3.35, "TB"), Q_(3.35, "TB/s"), "an amount for a rate"),
+        (29.3, Q_(29.3, "ms"), "a bare number where a quantity is asked"),
+        (Q_(5, "GB"), Q_(5, "ms"), "wrong dimension"),
+        (Q_(float("nan"), "ms"), Q_(5, "ms"), "not a number"),
+        (Q_(45, ""), Q_(0.45, ""), "a percentage for a fraction"),
+    ],
+)
+def test_mistakes_are_named(answer, expected, mistake):
+    assert f"[mistake: {mistake}" in fails(answer, expected, name="x")
+
+
+def test_context_specific_mistakes():
+    message = fails(Q_(512, "KiB/token"), Q_(128, "KiB/token"), mistakes={"query heads for KV heads": 4})
+    assert "query heads for KV heads" in message
+
+
+def test_bare_number_hint_says_which_unit():
+    assert "Q_(29.3, 'ms')" in fails(29.3, Q_(0.0293, "s"))
+
+
+def test_unexplained_wrong_answer_says_how_far():
+    assert "1.5 times" in fails(Q_(1.5, "s"), Q_(1, "s"))
+
+
+def test_equality_cannot_be_faked():
+    class AlwaysEqual:
+        def __eq__(self, other):
+            return True
+    assert "should be a number" in fails(AlwaysEqual(), Q_(1, "s"))
+
+    class Sneaky(type(Q_(1, "s"))):
+        def __eq__(self, other):
+            return True
+    with pytest.raises(AssertionError):
+        check.quantity(Sneaky(2, "s"), Q_(1, "s"))
+
+
+def test_arrays_and_numbers():
+    check.quantity(Q_(np.array([1.0, 2.0]), "ms"), Q_(np.array([1.0, 2.0]), "ms"))
+    check.number(0.45, 0.45)
+    check.number(Q_(0.45, ""), 0.45)
+    with pytest.raises(AssertionError, match="off by a factor of 100"):
+        check.number(45.0, 0.45)
+
+
+def test_choice():
+    options = {"prefill": ("prefill", "the prefill"), "decode": ("decode", "decoding")}
+    check.choice(" Prefill ", "prefill", options=options)
+    with pytest.raises(AssertionError, match="not right"):
+        check.choice("decoding", "prefill", options=options)
+    with pytest.raises(AssertionError, match="not one of the options"):
+        check.choice("both", "prefill", options=options)
+    with pytest.raises(AssertionError, match="should be a string"):
+        check.choice(1, "prefill", options=options)
+
+
+def test_derive_yourself_blocks_library_calls_wherever_imported():
+    from rooflab import prefill as imported_by_name
+    with check.derive_yourself(rl.serving.prefill, rl.Model.weight_bytes):
+        with pytest.raises(RuntimeError, match="switched off while this test runs"):
+            imported_by_name("Llama-3-8B", "H100", 10)
+        with pytest.raises(RuntimeError, match="switched off"):
+            rl.model("Llama-3-8B").weight_bytes("fp16")
+        assert rl.model("Llama-3-8B").total_params > 0  # other library parts still work
+    assert rl.prefill("Llama-3-8B", "H100", 10).time.m_as("s") > 0  # restored afterwards
