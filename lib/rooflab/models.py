@@ -15,6 +15,7 @@ counts are plain integers: a parameter is a count, not a physical unit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import pint
 
@@ -100,15 +101,21 @@ class Model:
         per_layer = self._attention_params + experts * self._expert_params + router + 2 * self.d_model
         return self.layers * per_layer + self.d_model  # + the final norm
 
-    @property
+    # Cached: the serving formulas read these on every call.
+    @cached_property
     def non_embedding_params(self) -> int:
         """Parameters outside the embedding table and output head (all experts)."""
         return self._non_embedding(self.experts)
 
-    @property
+    @cached_property
     def active_non_embedding_params(self) -> int:
         """Non-embedding parameters one token passes through (top-k experts for MoE)."""
         return self._non_embedding(self.experts_per_token)
+
+    @cached_property
+    def shared_non_embedding_params(self) -> int:
+        """Non-embedding parameters outside the experts: what every token uses in an MoE model."""
+        return self._non_embedding(0)
 
     @property
     def total_params(self) -> int:

@@ -14,6 +14,7 @@ Weight-only INT4 stores 4-bit weights but still multiplies in FP16.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from difflib import get_close_matches
 
 __all__ = ["DTYPE_BITS", "Precision", "as_precision", "bytes_per_element"]
@@ -121,9 +122,14 @@ def as_precision(precision: str | Precision, name: str = "precision") -> Precisi
     if isinstance(precision, Precision):
         return precision
     if isinstance(precision, str):
-        dtype = _dtype(precision, name)
-        storage = "fp32" if dtype == "tf32" else dtype
-        return Precision(weights=storage, kv=storage, compute=dtype)
+        return _from_name(precision, name)
     raise TypeError(
         f"{name} must be a format name such as 'fp16' or a rooflab.Precision, got {precision!r}"
     )
+
+
+@lru_cache(maxsize=64)
+def _from_name(precision: str, name: str) -> Precision:
+    dtype = _dtype(precision, name)
+    storage = "fp32" if dtype == "tf32" else dtype
+    return Precision(weights=storage, kv=storage, compute=dtype)

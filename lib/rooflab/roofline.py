@@ -110,9 +110,10 @@ def cost_si(
     """Build a Cost from SI floats: time = max(flops / (peak x mfu), bytes / (bandwidth x mbu)) + overhead."""
     compute = flops / peak
     memory = nbytes / bandwidth
-    time = np.maximum(compute / mfu, memory / mbu) + overhead
-    if np.ndim(time) == 0:
-        time = float(time)
+    if isinstance(compute, np.ndarray) or isinstance(memory, np.ndarray):
+        time = np.maximum(compute / mfu, memory / mbu) + overhead
+    else:
+        time = max(compute / mfu, memory / mbu) + overhead
     return Cost(flops, nbytes, compute, memory, time, fits, mfu, mbu)
 
 

@@ -31,6 +31,7 @@ engine keeps back (``1 - gpu_memory_utilization`` of capacity).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,7 +93,7 @@ def _setup(model, hardware, precision, mfu=1.0, mbu=1.0, overhead=None) -> _Setu
 
 
 def _non_negative(value, name):
-    if np.any(np.asarray(value) < 0):
+    if (value < 0) if isinstance(value, float) else np.any(np.asarray(value) < 0):
         raise ValueError(f"{name} must not be negative, got {value}")
     return value
 
@@ -110,7 +111,7 @@ def _weight_read_bytes(s: _Setup, tokens):
     m = s.model
     if m.is_moe:
         experts = expected_experts(m.experts, m.experts_per_token, tokens)
-        non_embedding = m._non_embedding(0) + m.layers * experts * m.expert_params_per_layer()
+        non_embedding = m.shared_non_embedding_params + m.layers * experts * m.expert_params_per_layer()
     else:
         non_embedding = m.non_embedding_params
     head = m.vocab * m.d_model  # the untied head, or the tied matrix read as the head
@@ -131,7 +132,7 @@ def _check_fit(s: _Setup, tokens_held, what: str, allow_overflow: bool):
     """Return whether weights and cache fit (element-wise); raise DoesNotFit unless ``allow_overflow``."""
     weights, kv, reserve, capacity = _fit(s, tokens_held)
     fits = weights + kv + reserve <= capacity
-    if not allow_overflow and not np.all(fits):
+    if not allow_overflow and not (fits is True or np.all(fits)):
         worst = np.max(kv)
         raise DoesNotFit(
             f"{s.model.name} does not fit on {s.device.name} for this {what}: weights "
@@ -140,7 +141,7 @@ def _check_fit(s: _Setup, tokens_held, what: str, allow_overflow: bool):
             f"Use a smaller batch or context, fewer bytes per weight, a larger device, "
             f"or pass allow_overflow=True to get the timing anyway."
         )
-    return fits if np.ndim(fits) else bool(fits)
+    return fits if isinstance(fits, (bool, np.ndarray)) else bool(fits)
 
 
 def _prefill_si(s: _Setup, prompt_len, batch, fits=True) -> Cost:
@@ -219,6 +220,8 @@ def decode_step(
 
 def _sum_relu(d0, d1, lo, hi):
     """Sum over whole c in [lo, hi] of max(0, d0 + d1 x c), in closed form (element-wise)."""
+    if not any(isinstance(x, np.ndarray) for x in (d0, d1, lo, hi)):
+        return _sum_relu_scalar(float(d0), float(d1), float(lo), float(hi))
     d0, d1, lo, hi = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (d0, d1, lo, hi)))
     with np.errstate(divide="ignore", invalid="ignore"):
         root = np.where(d1 != 0, -d0 / np.where(d1 != 0, d1, 1.0), 0.0)
@@ -228,6 +231,16 @@ def _sum_relu(d0, d1, lo, hi):
     total = count * d0 + d1 * (start + end) * count / 2
     total = np.where((d1 == 0) & (d0 <= 0), 0.0, total)
     return np.maximum(total, 0.0)
+
+
+def _sum_relu_scalar(d0: float, d1: float, lo: float, hi: float) -> float:
+    """The same sum for one point, in plain floats (a request's hot path)."""
+    if d1 == 0:
+        return (hi - lo + 1) * max(d0, 0.0)
+    root = -d0 / d1
+    start, end = (max(lo, math.ceil(root)), hi) if d1 > 0 else (lo, min(hi, math.floor(root)))
+    count = max(0.0, end - start + 1)
+    return max(count * d0 + d1 * (start + end) * count / 2, 0.0)
 
 
 def _decode_total_si(s: _Setup, prompt_len, steps, batch):

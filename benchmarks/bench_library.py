@@ -1,0 +1,61 @@
+"""Library speed against its budgets (DESIGN.md): prints figures and ratios, asserts nothing.
+
+Budgets on a 2-core machine: import <= 0.5 s, one request (quantities in and
+out) <= 25 us, a 10,000-point prompt-length sweep <= 10 ms.
+"""
+
+import statistics
+import subprocess
+import sys
+import timeit
+
+import numpy as np
+
+
+def best(stmt, setup, number, repeat=7):
+    return min(timeit.repeat(stmt, setup, number=number, repeat=repeat)) / number
+
+
+def main() -> None:
+    runs = []
+    for _ in range(5):
+        out = subprocess.run(
+            [sys.executable, "-c", "import time; t = time.perf_counter(); import rooflab; print(time.perf_counter() - t)"],
+            capture_output=True, text=True, check=True,
+        )
+        runs.append(float(out.stdout))
+    imported = statistics.median(runs)
+    heavy = subprocess.run(
+        [sys.executable, "-c", "import sys, rooflab; print(any(m in sys.modules for m in ('matplotlib', 'ipywidgets')))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+
+    setup = ("import rooflab as rl; from rooflab import Q_; m = rl.model('Llama-3-8B'); h = rl.hardware('H100');"
+             "o = Q_(0.5, 'ms'); import numpy as np; n = np.linspace(128, 32768, 10_000).round().astype(int)")
+    one = best("rl.request(m, h, 2000, 300, overhead=o).e2e", setup, 2000)
+    bare = best("rl.request(m, h, 2000, 300)", setup, 2000)
+    sweep = best("rl.request(m, h, n, 256).ttft", setup, 20)
+
+    rows = [
+        ("import rooflab", imported, 0.5, "s"),
+        ("one request, quantity in and out", one, 25e-6, "s"),
+        ("one request, ints in, no field read", bare, 25e-6, "s"),
+        ("10,000-point prompt sweep (request)", sweep, 10e-3, "s"),
+    ]
+    print(f"{'what':40} {'measured':>12} {'budget':>12} {'ratio':>7}")
+    for what, value, budget, _ in rows:
+        print(f"{what:40} {value * 1e6:10.1f}us {budget * 1e6:10.0f}us {value / budget:7.2f}")
+    print(f"matplotlib or ipywidgets imported by 'import rooflab': {heavy}")
+
+    try:
+        import mlsysim  # noqa: F401  (an optional point of comparison)
+    except ImportError:
+        print("mlsysim is not installed: no comparison run")
+    else:
+        from mlsysim.solvers import ServingModel
+        theirs = best("ServingModel().solve()", "from mlsysim.solvers import ServingModel", 200)
+        print(f"mlsysim ServingModel().solve(): {theirs * 1e6:.1f}us, ratio to rooflab request {theirs / one:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
