@@ -1,0 +1,1 @@
+"""The course workflow around nbgrader: build, grade, demo, self-check.  See `course --help`."""

@@ -1,0 +1,76 @@
+"""The `course` command: one subcommand per job of an instructor or a self-learner."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _build(args) -> int:
+    from .build import build
+
+    report = build(args.assignment or None, validate_notebooks=not args.no_validate)
+    for problem in report.problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    print(f"built {', '.join(report.built)} into release/ and solutions/")
+    return 1 if report.problems else 0
+
+
+def _grade(args) -> int:
+    from .grade import Limits, grade
+    from .show import table
+
+    limits = Limits(wall_seconds=args.timeout, memory_bytes=int(args.memory * 2**30))
+    rows = grade(Path(args.submissions), Path(args.out), workers=args.workers, limits=limits)
+    print(table(rows))
+    print(f"\ngrades: {Path(args.out) / 'grades.csv'}\nfeedback: {Path(args.out) / 'feedback'}\n"
+          f"report: {Path(args.out) / 'report' / 'README.md'}")
+    return 0
+
+
+def _demo(args) -> int:
+    from .demo import demo
+
+    return demo(Path(args.out), workers=args.workers, build_first=not args.no_build)
+
+
+def _check(args) -> int:
+    from .selfcheck import check
+
+    return check(Path(args.notebook))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="course", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    build = commands.add_parser("build", help="regenerate release/ and solutions/ from source/ and check them")
+    build.add_argument("assignment", nargs="*", help="assignment ids (default: all)")
+    build.add_argument("--no-validate", action="store_true", help="skip running the notebooks' tests")
+    build.set_defaults(run=_build)
+
+    grade = commands.add_parser("grade", help="autograde a folder or zip of submissions")
+    grade.add_argument("submissions", help="folder or zip of <student>/<assignment>/<notebook>.ipynb")
+    grade.add_argument("--workers", type=int, default=2, help="students graded at once (default 2)")
+    grade.add_argument("--out", default="graded", help="where grades.csv, feedback/ and report/ go")
+    grade.add_argument("--timeout", type=float, default=300, help="seconds one student may take")
+    grade.add_argument("--memory", type=float, default=4, help="GiB one student's grading may use")
+    grade.set_defaults(run=_grade)
+
+    demo = commands.add_parser("demo", help="build, then grade a simulated class end to end")
+    demo.add_argument("--out", default="demo-class", help="where the class and its grades go")
+    demo.add_argument("--workers", type=int, default=2)
+    demo.add_argument("--no-build", action="store_true", help="use release/ as it is")
+    demo.set_defaults(run=_demo)
+
+    check = commands.add_parser("check", help="score a notebook on its visible tests, with hints")
+    check.add_argument("notebook", help="path to your notebook")
+    check.set_defaults(run=_check)
+
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

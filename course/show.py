@@ -1,0 +1,14 @@
+"""The grade table as a person reads it in a terminal."""
+
+from __future__ import annotations
+
+
+def table(rows) -> str:
+    """Fixed-width table of student, assignment, score, pending manual points, status and reason."""
+    header = ("student", "assignment", "score", "manual", "status", "reason")
+    lines = [(r.student, r.assignment, f"{r.score:g}/{r.max_score:g}", f"{r.manual_pending:g}", r.status,
+              r.reason if len(r.reason) <= 70 else r.reason[:67] + "...") for r in rows]
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *lines)]
+    def fmt(values):
+        return "  ".join(str(v).ljust(w) for v, w in zip(values, widths)).rstrip()
+    return "\n".join([fmt(header), fmt("-" * w for w in widths)] + [fmt(line) for line in lines])
