@@ -23,8 +23,11 @@ ttft = 29.3 s is off by a factor of 1000 from the expected 0.0293 s. [mistake: m
 
 from __future__ import annotations
 
-import math
+import importlib
+import importlib.util
+import sys
 from contextlib import contextmanager
+from pathlib import Path
 from numbers import Real
 
 import numpy as np
@@ -32,7 +35,7 @@ import pint
 
 from .units import Q_, ureg
 
-__all__ = ["quantity", "number", "choice", "derive_yourself", "MISTAKE_TAG"]
+__all__ = ["quantity", "number", "choice", "derive_yourself", "reference", "MISTAKE_TAG"]
 
 MISTAKE_TAG = "[mistake: "
 
@@ -227,14 +230,30 @@ def _disabled(*args, **kwargs):
     )
 
 
+def library_answers() -> list:
+    """The library functions that compute what the derivation exercises ask for."""
+    # By module path: the package attribute `roofline` is the function, not the module.
+    crossover, models, roofline, serving = (
+        importlib.import_module(f"{__package__}.{name}") for name in ("crossover", "models", "roofline", "serving")
+    )
+    return [
+        serving.prefill, serving.decode_step, serving.request, serving._prefill_si, serving._decode_si,
+        serving._decode_linear_si, serving._decode_total_si, roofline.roofline, roofline.cost_si,
+        models.Model.weight_bytes, models.Model.kv_bytes_per_token, models.Model.kv_bytes_per_token_si,
+        models.Model.flops_per_token, crossover.attention_share,
+    ]
+
+
 @contextmanager
 def derive_yourself(*functions):
     """Switch library functions off for the duration of a test, wherever they are referenced.
 
-    Swapping the code object (rather than a module attribute) also catches a
-    student who imported the function by name (``from rooflab import prefill``).
-    Accepts functions, methods and properties.
+    With no arguments, switches off :func:`library_answers`.  Swapping the code
+    object (rather than a module attribute) also catches a student who imported
+    the function by name (``from rooflab import prefill``).  Accepts functions,
+    methods and properties.
     """
+    functions = functions or tuple(library_answers())
     originals = []
     for function in functions:
         target = function.fget if isinstance(function, property) else getattr(function, "__func__", function)
@@ -245,3 +264,25 @@ def derive_yourself(*functions):
     finally:
         for target, code in originals:
             target.__code__ = code
+
+
+_REFERENCE = "_rooflab_reference"
+
+
+def reference():
+    """A private copy of rooflab, loaded afresh from its files, for computing expected answers.
+
+    Student code that patches ``rooflab`` (on purpose or by accident) cannot move
+    the reference: the copy has its own functions and its own unit registry
+    (quantities from it are converted by this checker like any other registry's).
+    Pass it names ("H100"), not records of the main package.
+    """
+    if _REFERENCE in sys.modules:
+        return sys.modules[_REFERENCE]
+    folder = Path(__file__).resolve().parent
+    spec = importlib.util.spec_from_file_location(_REFERENCE, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[_REFERENCE] = module
+    spec.loader.exec_module(module)
+    return module

@@ -29,7 +29,8 @@ __all__ = ["ureg", "Q_", "to_si", "as_quantity", "UnitError", "SI_UNITS"]
 ureg = pint.UnitRegistry(filename=None)
 ureg.load_definitions(str(resources.files("rooflab").joinpath("units.txt")))
 ureg.formatter.default_format = "~P"
-pint.set_application_registry(ureg)
+if __package__ == "rooflab":  # not for the private reference copy that rooflab.check loads
+    pint.set_application_registry(ureg)
 Q_ = ureg.Quantity
 
 #: The SI unit each dimension is held in inside the library's arithmetic.

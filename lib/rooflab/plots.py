@@ -1,0 +1,80 @@
+"""matplotlib figures of the roofline and of where a request's time goes.
+
+Imported on demand (``from rooflab import plots``), so ``import rooflab``
+does not pay for matplotlib.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .hardware import Hardware, hardware as _hardware
+from .precision import as_precision
+from .roofline import Cost
+from .serving import Request
+
+__all__ = ["roofline_figure", "phase_bars"]
+
+_COLOURS = {"compute": "#C44E52", "memory": "#4C72B0"}
+
+
+def roofline_figure(
+    device: Hardware | str,
+    points: dict[str, Cost] | None = None,
+    precision: str = "fp16",
+    ax=None,
+):
+    """Draw the device's roofline (attainable FLOP/s against intensity, log-log) and place costs on it.
+
+    Each point sits at its intensity and its achieved rate, flops / time; a point on the
+    slanted roof is memory-bound, on the flat roof compute-bound.  Returns the Axes.
+    """
+    device = _hardware(device)
+    peak = device.peak_flops_for(as_precision(precision).compute)
+    bandwidth = device.memory_bandwidth_si
+    ridge = peak / bandwidth
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 4.2))
+    intensities = [float(np.max(c.flops_si / c.bytes_si)) for c in (points or {}).values()]
+    low = min([0.1, *intensities]) / 2
+    high = max([ridge * 30, *intensities]) * 2
+    x = np.geomspace(low, high, 300)
+    ax.loglog(x, np.minimum(peak, bandwidth * x) / 1e12, color="black", lw=2, label=f"{device.name} roofline")
+    ax.axvline(ridge, color="grey", ls=":", lw=1)
+    ax.annotate(f"ridge point\n{ridge:.0f} FLOP/B", (ridge, peak / 1e12 / 30), ha="left", fontsize=8, color="grey",
+                xytext=(4, 0), textcoords="offset points")
+    for label, cost in (points or {}).items():
+        intensity = np.asarray(cost.flops_si / cost.bytes_si, dtype=float)
+        achieved = np.asarray(cost.flops_si / cost.time_si, dtype=float) / 1e12
+        colour = _COLOURS[cost.bound if isinstance(cost.bound, str) else "memory"]
+        ax.plot(intensity, achieved, "o", ms=8, color=colour)
+        ax.annotate(f"{label}\n({cost.bound if isinstance(cost.bound, str) else 'sweep'}-bound)",
+                    (float(intensity.flat[-1]), float(achieved.flat[-1])),
+                    xytext=(6, -14), textcoords="offset points", fontsize=8, color=colour)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel(f"attainable {precision} TFLOP/s")
+    ax.set_title(f"{device.name}: {peak / 1e12:.0f} TFLOP/s, {bandwidth / 1e12:.2f} TB/s")
+    ax.grid(True, which="both", alpha=0.2)
+    return ax
+
+
+def phase_bars(requests: dict[str, Request], ax=None):
+    """Horizontal bars of each request's prefill and decode time, s, with the decode share written on.
+
+    Returns the Axes.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 0.6 + 0.5 * len(requests)))
+    labels = list(requests)
+    prefill = np.array([float(requests[k].ttft_si) for k in labels])
+    decode = np.array([float(requests[k].decode_time_si) for k in labels])
+    ax.barh(labels, prefill, color=_COLOURS["compute"], label="prefill (TTFT)")
+    ax.barh(labels, decode, left=prefill, color=_COLOURS["memory"], label="decode")
+    for i, (p, d) in enumerate(zip(prefill, decode)):
+        ax.text(p + d, i, f"  decode {d / (p + d):.0%}", va="center", fontsize=8)
+    ax.set_xlabel("seconds")
+    ax.set_xlim(0, float(np.max(prefill + decode)) * 1.3)
+    ax.invert_yaxis()
+    ax.legend(loc="lower right", fontsize=8)
+    return ax

@@ -1,0 +1,53 @@
+"""ipywidgets explorers built on the library and its plots.
+
+Imported on demand (``from rooflab import widgets``).  Each explorer returns
+a widget box; display it as the last line of a cell.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as w
+import matplotlib.pyplot as plt
+
+from . import plots
+from .hardware import HARDWARE
+from .serving import DoesNotFit, decode_step, memory_budget, prefill, request
+
+__all__ = ["serving_explorer"]
+
+
+def serving_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("T4", "L4", "A100-80GB", "H100-SXM", "H200", "B200", "MI300X")):
+    """Sliders for GPU, precision, prompt length, answer length and batch; shows TTFT, ITL,
+    which resource binds in each phase, and both phases on the device's roofline."""
+    device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
+    precision = w.Dropdown(options=["fp16", "bf16", "fp8", "int8"], value="fp16", description="precision")
+    prompt = w.IntSlider(value=2000, min=16, max=32768, step=16, description="prompt", continuous_update=False)
+    output = w.IntSlider(value=300, min=2, max=4096, step=2, description="answer", continuous_update=False)
+    batch = w.IntSlider(value=1, min=1, max=256, description="batch", continuous_update=False)
+    shown = w.Output()
+
+    def update(*_):
+        with shown:
+            shown.clear_output(wait=True)
+            try:
+                r = request(model, device.value, prompt.value, output.value, precision.value, batch=batch.value)
+            except DoesNotFit as error:
+                budget = memory_budget(model, device.value, prompt.value + output.value, batch.value, precision.value)
+                print(f"Does not fit: {budget.total:.1f~P} needed, {budget.capacity:.0f~P} on the {device.value}.")
+                print(str(error).split(". ")[-2] + ".")
+                return
+            except ValueError as error:  # e.g. a precision the device has no rate for
+                print(f"Not possible: {error}")
+                return
+            p = prefill(model, device.value, prompt.value, precision.value, batch=batch.value)
+            d = decode_step(model, device.value, prompt.value, batch=batch.value, precision=precision.value)
+            print(f"TTFT {r.ttft:.1f~P} ({p.bound}-bound)   ITL {r.itl:.2f~P} ({d.bound}-bound)   "
+                  f"request {r.e2e:.2f~P}, {r.decode_share.magnitude:.0%} of it decoding")
+            fig, ax = plt.subplots(figsize=(6.4, 4.0))
+            plots.roofline_figure(device.value, {"prefill": p, "decode step": d}, precision=precision.value, ax=ax)
+            plt.show()
+
+    for control in (device, precision, prompt, output, batch):
+        control.observe(update, names="value")
+    update()
+    return w.VBox([w.HBox([device, precision]), w.HBox([prompt, output, batch]), shown])
