@@ -38,7 +38,7 @@ def _demo(args) -> int:
 def _check(args) -> int:
     from .selfcheck import check
 
-    return check(Path(args.notebook))
+    return check(Path(args.notebook), hidden=args.hidden)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
     check = commands.add_parser("check", help="score a notebook on its visible tests, with hints")
     check.add_argument("notebook", help="path to your notebook")
+    check.add_argument("--hidden", action="store_true", help="also run the hidden tests, taken from source/")
     check.set_defaults(run=_check)
 
     args = parser.parse_args(argv)

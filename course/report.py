@@ -54,8 +54,9 @@ def _mistakes(path: Path) -> list[tuple[str, str]]:
     for cell in notebook.get("cells", []):
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         for output in cell.get("outputs", []):
-            text = " ".join([output.get("evalue", "")] + output.get("traceback", []))
-            for mistake in MISTAKE.findall(text):
+            # The message is in evalue and again in the traceback: count it once.
+            text = output.get("evalue") or " ".join(output.get("traceback", []))
+            for mistake in dict.fromkeys(MISTAKE.findall(text)):
                 found.append((grade_id, mistake))
     return found
 

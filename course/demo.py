@@ -1,0 +1,222 @@
+"""`course demo`: a simulated class, graded end to end.
+
+Each simulated student is the release notebook with answers written in: the
+reference answers (from source/), none, or the reference with one realistic
+fault.  The class covers what an instructor meets in a real term: right,
+blank and partly done work, unit mistakes the checker should name, code that
+raises, loops forever or kills its kernel, cells deleted or pasted twice, a
+corrupt file, a renamed notebook, and answers hard-coded to the visible tests.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .nbgrader_run import RELEASE, SOURCE, assignments, read_notebook, write_notebook
+
+MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
+
+WRITTEN_ANSWER = (
+    "I would first ask whether users wait too long for the first word (TTFT, prefill, which follows peak FLOP/s) "
+    "or find the stream slow (ITL, decode, which follows memory bandwidth). A chatbot mostly decodes, so I would "
+    "compare memory bandwidth, after checking that the weights and the KV cache fit."
+)
+
+# Faults that need to know an assignment's code: (cell grade_id, text in the reference answer, replacement).
+# An assignment without an entry gets the reference answer for that student.
+EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
+    "01_two_phases": {
+        "ms_for_s": [
+            ("ex2_roofline_time", 'compute = (flops / device.peak_flops(precision)).to("s")',
+             'compute = Q_((flops / device.peak_flops(precision)).m_as("ms"), "s")'),
+            ("ex2_roofline_time", 'memory = (nbytes / device.memory_bandwidth).to("s")',
+             'memory = Q_((nbytes / device.memory_bandwidth).m_as("ms"), "s")'),
+        ],
+        "gb_for_gib": [
+            ("ex2_weight_bytes", 'return Q_(model.total_params * per_value, "B")',
+             'return Q_(model.total_params * per_value / 2**30, "GB")'),
+        ],
+        "forgot_k_and_v": [
+            ("ex2_decode_bytes", "kv_per_token = 2 * model.layers", "kv_per_token = model.layers"),
+        ],
+        "raises": [
+            ("ex2_prefill_flops", "    n = prompt_len\n", "    n = prompt_len / 0\n"),
+        ],
+        "infinite_loop": [
+            ("ex7_share", "def decode_share(", "while True:  # a loop left running\n    pass\n\n\ndef decode_share("),
+        ],
+        "kills_kernel": [
+            ("ex8_profile", "def mfu(", "import os\nos._exit(1)\n\n\ndef mfu("),
+        ],
+        "warning": [
+            ("ex2_prefill_flops", "    n = prompt_len\n",
+             "    import warnings\n    warnings.warn('this formula ignores sliding windows')\n    n = prompt_len\n"),
+        ],
+        "hard_coded": [
+            ("ex2_prefill_flops", None, 'def prefill_flops(model, prompt_len):\n    return Q_(28.97, "TFLOP")'),
+            ("ex2_weight_bytes", None, 'def weight_bytes(model, precision="fp16"):\n    return Q_(16.06, "GB")'),
+            ("ex2_decode_bytes", None, 'def decode_bytes(model, context_len, precision="fp16"):\n    return Q_(16.32, "GB")'),
+            ("ex2_roofline_time", None, 'def roofline_time(flops, nbytes, device, precision="fp16"):\n    return Q_(4.78, "ms"), "memory"'),
+            ("ex3_ttft_itl", None, 'def ttft_and_itl(model, device, prompt_len, precision="fp16"):\n    return Q_(29.3, "ms"), Q_(4.87, "ms")'),
+            ("ex4_intensity", None, 'def arithmetic_intensities(model, prompt_len, precision="fp16"):\n'
+             '    return Q_(1804, "FLOP/B"), Q_(0.98, "FLOP/B")\n\n\n'
+             'def binding_resource(intensity, device, precision="fp16"):\n'
+             '    return "compute" if intensity.m_as("FLOP/B") > 1000 else "memory"'),
+            ("ex5_speedups", None, 'def speedups(model, old, new, prompt_len, precision="fp16"):\n    return 3.17, 1.64\n\n'
+             'ttft_follows = "peak FLOP/s"\nitl_follows = "memory bandwidth"'),
+            ("ex6_sla", None, 'def sla_verdict(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16"):\n'
+             '    return "does not fit" if device.name == "T4" else "meets"'),
+            ("ex7_share", None, 'def decode_share(ttft, itl, output_len):\n    return 0.9786'),
+            ("ex8_profile", None, 'def mfu(flops, time, device, precision="fp16"):\n    return 0.6507\n\n\n'
+             'def mbu(nbytes, time, device):\n    return 0.7472'),
+        ],
+    },
+}
+
+
+@dataclass(frozen=True)
+class Student:
+    """A simulated student: what they did, and how to make their notebook from the release."""
+
+    name: str
+    did: str
+    make: Callable[[str, dict, dict], dict | str | None]  # (assignment, release, answers) -> notebook, raw text, or None
+    filename: str | None = None  # a notebook name other than the release's
+
+
+def answers_of(source: dict) -> dict[str, str]:
+    """The reference answer of every solution cell, markers removed, by grade id."""
+    found = {}
+    for cell in source["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if meta.get("solution") and cell["cell_type"] == "code":
+            text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            found[meta["grade_id"]] = MARKER.sub("", text)
+        elif meta.get("solution"):
+            found[meta["grade_id"]] = WRITTEN_ANSWER
+    return found
+
+
+def fill(release: dict, answers: dict[str, str], only: set[str] | None = None) -> dict:
+    """The release with answers written into its solution cells (all, or those in ``only``)."""
+    notebook = copy.deepcopy(release)
+    for cell in notebook["cells"]:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id in answers and (only is None or grade_id in only):
+            cell["source"] = answers[grade_id]
+    return notebook
+
+
+def _edited(fault: str):
+    def make(assignment: str, release: dict, answers: dict) -> dict:
+        answers = dict(answers)
+        for grade_id, old, new in EDITS.get(assignment, {}).get(fault, []):
+            if old is None:
+                answers[grade_id] = new
+            elif old in answers[grade_id]:
+                answers[grade_id] = answers[grade_id].replace(old, new)
+            else:
+                raise ValueError(f"demo fault {fault!r}: {old!r} is not in the reference answer of {grade_id}")
+        return fill(release, answers)
+    return make
+
+
+def _partly(assignment: str, release: dict, answers: dict) -> dict:
+    code = [g for g in answers if answers[g] != WRITTEN_ANSWER]
+    return fill(release, answers, only=set(code[: (len(code) + 1) // 2]))
+
+
+def _delete_first_test(assignment: str, release: dict, answers: dict) -> dict:
+    notebook = fill(release, answers)
+    tests = [c for c in notebook["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+             and c["cell_type"] == "code"]
+    notebook["cells"].remove(tests[0])
+    return notebook
+
+
+def _paste_twice(assignment: str, release: dict, answers: dict) -> dict:
+    notebook = fill(release, answers)
+    cells = notebook["cells"]
+    index = next(i for i, c in enumerate(cells) if c.get("metadata", {}).get("nbgrader", {}).get("solution")
+                 and c["cell_type"] == "code")
+    pasted = copy.deepcopy(cells[index])
+    pasted["id"] = "pasted-" + pasted["id"]  # Jupyter gives a pasted cell a new id, and keeps its metadata
+    cells.insert(index + 1, pasted)
+    return notebook
+
+
+def _corrupt(assignment: str, release: dict, answers: dict) -> str:
+    import json
+
+    text = json.dumps(fill(release, answers), indent=1)
+    return text[: len(text) // 2]  # the upload was cut off half way
+
+
+CLASS = [
+    Student("ada", "every answer right", lambda a, r, s: fill(r, s)),
+    Student("blaise", "handed in the blank notebook", lambda a, r, s: copy.deepcopy(r)),
+    Student("cora", "did the first half of the exercises", _partly),
+    Student("dmitri", "milliseconds for seconds in roofline_time", _edited("ms_for_s")),
+    Student("edsger", "GB for GiB in weight_bytes", _edited("gb_for_gib")),
+    Student("frances", "forgot K and V in the KV cache", _edited("forgot_k_and_v")),
+    Student("grace", "an exception in prefill_flops", _edited("raises")),
+    Student("hedy", "an infinite loop left in a cell", _edited("infinite_loop")),
+    Student("ivan", "deleted a test cell", _delete_first_test),
+    Student("joan", "pasted an answer cell twice", _paste_twice),
+    Student("katherine", "a corrupt notebook file (cut-off upload)", _corrupt),
+    Student("linus", "right, but code that emits a warning", _edited("warning")),
+    Student("margaret", "hard-coded the visible tests' answers", _edited("hard_coded")),
+    Student("niklaus", "right, but renamed the notebook", lambda a, r, s: fill(r, s), filename="{stem} (1).ipynb"),
+    Student("olga", "code that kills the kernel (os._exit)", _edited("kills_kernel")),
+]
+
+
+def write_class(folder: Path, selected: list[str] | None = None, students: list[Student] | None = None) -> list[Student]:
+    """Write every student's submission of every assignment under ``folder``."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    students = students or CLASS
+    for assignment in selected or assignments():
+        for path in sorted((RELEASE / assignment).glob("*.ipynb")):
+            release = read_notebook(path)
+            answers = answers_of(read_notebook(SOURCE / assignment / path.name))
+            for student in students:
+                made = student.make(assignment, release, answers)
+                name = student.filename.format(stem=path.stem) if student.filename else path.name
+                target = folder / student.name / assignment / name
+                if isinstance(made, str):
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(made, encoding="utf-8")
+                else:
+                    write_notebook(made, target)
+    return students
+
+
+def demo(out: Path, workers: int = 2, build_first: bool = True) -> int:
+    """Build, write the class, grade it into ``out``, print the grade table."""
+    from .build import build
+    from .grade import grade
+    from .show import table
+
+    if build_first:
+        report = build(validate_notebooks=False, log=lambda m: print(m, file=sys.stderr))
+        if report.problems:
+            print("\n".join(report.problems), file=sys.stderr)
+            return 1
+    out = out.resolve()
+    submissions = out / "submissions"
+    students = write_class(submissions)
+    print(f"wrote {len(students)} simulated students into {submissions}", file=sys.stderr)
+    for s in students:
+        print(f"  {s.name:10} {s.did}", file=sys.stderr)
+    rows = grade(submissions, out / "graded", workers=workers)
+    print(table(rows))
+    print(f"\ngrades:   {out / 'graded' / 'grades.csv'}\nfeedback: {out / 'graded' / 'feedback'}\n"
+          f"report:   {out / 'graded' / 'report' / 'README.md'}")
+    return 0

@@ -1,0 +1,81 @@
+"""`course check NOTEBOOK`: a self-learner's score, without an instructor or a gradebook.
+
+Runs the notebook top to bottom as it is (errors do not stop it), then reads
+each test cell: passed if it raised nothing.  Prints the points per exercise
+and, for a failed test, the checker's message, which names the likely
+mistake.  With ``--hidden`` the test cells are first swapped for the full
+ones from source/ (which a public repository shows anyway), so a self-learner
+can run the instructor's hidden tests too.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from .nbgrader_run import SOURCE, environment, read_notebook
+
+ASSERTS = re.compile(r"check\.(quantity|number|choice)\(|\bassert\b")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _tests(notebook) -> list:
+    return [c for c in notebook.cells if c.cell_type == "code"
+            and c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
+
+
+def _with_hidden(notebook, path: Path) -> int:
+    """Swap in the source's test cells; return how many were swapped."""
+    sources = list(SOURCE.glob(f"*/{path.name}"))
+    if not sources:
+        raise FileNotFoundError(f"no source notebook named {path.name} under {SOURCE}")
+    full = {c["metadata"]["nbgrader"]["grade_id"]: c for c in read_notebook(sources[0])["cells"]
+            if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
+    swapped = 0
+    for cell in _tests(notebook):
+        source = full.get(cell.metadata["nbgrader"]["grade_id"])
+        if source is not None:
+            text = source["source"] if isinstance(source["source"], str) else "".join(source["source"])
+            cell.source = text.replace("### BEGIN HIDDEN TESTS\n", "").replace("### END HIDDEN TESTS\n", "")
+            swapped += 1
+    return swapped
+
+
+def check(path: Path, hidden: bool = False, timeout: int = 30, out=sys.stdout) -> int:
+    """Run the notebook's tests and print a score per exercise; return 0 if all counted tests pass."""
+    import os
+
+    import nbclient
+    import nbformat
+
+    notebook = nbformat.read(path, as_version=4)
+    if hidden:
+        _with_hidden(notebook, path)
+    os.environ.update({k: v for k, v in environment().items() if k in ("MPLBACKEND", "OMP_NUM_THREADS")})
+    client = nbclient.NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
+                                     interrupt_on_timeout=True,
+                                     resources={"metadata": {"path": str(path.parent.resolve())}})
+    client.execute()
+    earned = possible = 0.0
+    skipped = []
+    for cell in _tests(notebook):
+        meta = cell.metadata["nbgrader"]
+        points = float(meta.get("points", 0))
+        if not ASSERTS.search(cell.source):
+            skipped.append((meta["grade_id"], points))
+            continue
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        possible += points
+        if errors:
+            message = ANSI.sub("", errors[0].get("evalue", "")) or errors[0].get("ename", "error")
+            print(f"  FAIL {meta['grade_id']:34} 0/{points:g}  {errors[0].get('ename')}: {message}", file=out)
+        else:
+            earned += points
+            print(f"  ok   {meta['grade_id']:34} {points:g}/{points:g}", file=out)
+    print(f"\n{path.name}: {earned:g}/{possible:g} points on the tests run here", file=out)
+    if skipped:
+        hidden_points = sum(p for _, p in skipped)
+        print(f"{len(skipped)} test cells ({hidden_points:g} points) are hidden in this copy; "
+              f"`course check --hidden {path}` runs them from source/.", file=out)
+    return 0 if earned == possible else 1
