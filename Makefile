@@ -12,6 +12,8 @@ $(STAMP): .binder/requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r .binder/requirements.txt
+	@# jsonschema's optional IRI checker compiles a grammar on every import: 3 s per nbgrader run.
+	$(BIN)/python -m pip uninstall --quiet --yes rfc3987-syntax lark
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
