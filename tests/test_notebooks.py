@@ -1,0 +1,102 @@
+"""The assignments' notebooks: structure, points, test-cell hygiene, and what the reference run shows."""
+
+import json
+import re
+
+import pytest
+
+import rooflab as rl
+from course.build import ASSERTS, HIDDEN, check_source
+from course.nbgrader_run import RELEASE, SOLUTIONS, SOURCE, assignments
+
+ASSIGNMENTS = assignments()
+POINTS = {"01_two_phases": (40, 10)}  # (autograded, written) points of each assignment
+
+
+def cells(folder, assignment):
+    path = next((folder / assignment).glob("*.ipynb"))
+    return json.loads(path.read_text())["cells"]
+
+
+def text(cell):
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+
+
+def nbgrader(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def test_teaching_order():
+    assert ASSIGNMENTS[0] == "01_two_phases" and ASSIGNMENTS == sorted(ASSIGNMENTS)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_source_rules_hold(assignment):
+    for path in (SOURCE / assignment).glob("*.ipynb"):
+        assert check_source(path) == []
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_points_add_up(assignment):
+    source = cells(SOURCE, assignment)
+    auto = sum(nbgrader(c)["points"] for c in source if nbgrader(c).get("grade") and c["cell_type"] == "code")
+    written = sum(nbgrader(c)["points"] for c in source if nbgrader(c).get("grade") and c["cell_type"] == "markdown")
+    assert (auto, written) == POINTS[assignment]
+    assert (auto + written) % 10 == 0
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_function_exercise_has_visible_and_hidden_tests(assignment):
+    tests = [nbgrader(c)["grade_id"] for c in cells(SOURCE, assignment) if nbgrader(c).get("grade") and c["cell_type"] == "code"]
+    visible = {t[: -len("_visible")] for t in tests if t.endswith("_visible")}
+    hidden = {t[: -len("_hidden")] for t in tests if t.endswith("_hidden")}
+    assert visible == hidden and len(visible) >= 6
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_test_cells_trust_nothing_the_student_can_rebind(assignment):
+    for cell in cells(SOURCE, assignment):
+        if nbgrader(cell).get("grade") and cell["cell_type"] == "code":
+            source = text(cell)
+            assert "check = importlib.reload(rooflab.check)" in source, nbgrader(cell)["grade_id"]
+            assert not re.search(r"(?<![.\w])Q_\(", source), f"{nbgrader(cell)['grade_id']} uses the notebook's Q_"
+            assert re.match(r'import importlib', source)
+            body = HIDDEN.sub("", source)
+            if nbgrader(cell)["grade_id"].endswith("_hidden"):
+                assert not ASSERTS.search(body), "a _hidden cell shows its tests"
+            else:
+                assert ASSERTS.search(body), "a visible test cell checks nothing"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_release_is_blank_and_clean(assignment):
+    for cell in cells(RELEASE, assignment):
+        assert not cell.get("outputs")
+        if nbgrader(cell).get("solution") and cell["cell_type"] == "code":
+            assert "raise NotImplementedError()" in text(cell)
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solutions_ran_without_errors(assignment):
+    for cell in cells(SOLUTIONS, assignment):
+        for output in cell.get("outputs", []):
+            assert output["output_type"] != "error", f"{cell['id']}: {output.get('evalue')}"
+            assert not (output["output_type"] == "stream" and output["name"] == "stderr"), cell["id"]
+
+
+def test_two_phases_quotes_the_library():
+    """The figures the notebook shows come from the library, so the text cannot contradict it."""
+    shown = "".join(text_of(cell) for cell in cells(SOLUTIONS, "01_two_phases"))
+    llama, h100 = rl.model("Llama-3-8B"), rl.hardware("H100")
+    assert f"{rl.prefill(llama, h100, 2000).time:.1f~P}" in shown  # 29.3 ms
+    assert f"ITL {rl.decode_step(llama, h100, 2000).time:.2f~P}" in shown  # 4.56 ms, not "a fraction of a ms"
+    assert f"{rl.request(llama, h100, 2000, 300).decode_share.magnitude:.1%} decoding" in shown
+    assert "'T4': 'does not fit'" in shown
+    assert "image/png" in json.dumps(cells(SOLUTIONS, "01_two_phases"))  # the roofline figure
+
+
+def text_of(cell):
+    return "".join(o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
+                   for o in cell.get("outputs", [])) + "".join(
+        o.get("data", {}).get("text/plain", "") if isinstance(o.get("data", {}).get("text/plain", ""), str)
+        else "".join(o["data"]["text/plain"]) for o in cell.get("outputs", []))
