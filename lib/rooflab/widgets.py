@@ -13,7 +13,28 @@ from . import plots
 from .hardware import HARDWARE
 from .serving import DoesNotFit, decode_step, memory_budget, prefill, request
 
-__all__ = ["serving_explorer"]
+__all__ = ["serving_explorer", "explain"]
+
+
+def explain(model: str, device: str, precision: str, prompt_len: int, output_len: int, batch: int):
+    """One line on a configuration (TTFT, ITL, what binds), and its phase costs for a roofline plot.
+
+    A configuration that does not fit, or asks for a precision the device lacks, gets a line
+    saying so and no costs.
+    """
+    try:
+        r = request(model, device, prompt_len, output_len, precision, batch=batch)
+    except DoesNotFit:
+        budget = memory_budget(model, device, prompt_len + output_len, batch, precision)
+        return (f"Does not fit: weights {budget.weights:.1f~P} + KV cache {budget.kv:.1f~P} "
+                f"= {budget.total:.1f~P}, but the {device} has {budget.capacity:.0f~P}."), {}
+    except ValueError as error:  # e.g. a precision the device has no rate for
+        return f"Not possible: {error}", {}
+    p = prefill(model, device, prompt_len, precision, batch=batch)
+    d = decode_step(model, device, prompt_len, batch=batch, precision=precision)
+    text = (f"TTFT {r.ttft:.1f~P} ({p.bound}-bound)   ITL {r.itl:.2f~P} ({d.bound}-bound)   "
+            f"request {r.e2e:.2f~P}, {r.decode_share.magnitude:.0%} of it decoding")
+    return text, {"prefill": p, "decode step": d}
 
 
 def serving_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("T4", "L4", "A100-80GB", "H100-SXM", "H200", "B200", "MI300X")):
@@ -29,23 +50,12 @@ def serving_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("T4"
     def update(*_):
         with shown:
             shown.clear_output(wait=True)
-            try:
-                r = request(model, device.value, prompt.value, output.value, precision.value, batch=batch.value)
-            except DoesNotFit as error:
-                budget = memory_budget(model, device.value, prompt.value + output.value, batch.value, precision.value)
-                print(f"Does not fit: {budget.total:.1f~P} needed, {budget.capacity:.0f~P} on the {device.value}.")
-                print(str(error).split(". ")[-2] + ".")
-                return
-            except ValueError as error:  # e.g. a precision the device has no rate for
-                print(f"Not possible: {error}")
-                return
-            p = prefill(model, device.value, prompt.value, precision.value, batch=batch.value)
-            d = decode_step(model, device.value, prompt.value, batch=batch.value, precision=precision.value)
-            print(f"TTFT {r.ttft:.1f~P} ({p.bound}-bound)   ITL {r.itl:.2f~P} ({d.bound}-bound)   "
-                  f"request {r.e2e:.2f~P}, {r.decode_share.magnitude:.0%} of it decoding")
-            fig, ax = plt.subplots(figsize=(6.4, 4.0))
-            plots.roofline_figure(device.value, {"prefill": p, "decode step": d}, precision=precision.value, ax=ax)
-            plt.show()
+            text, costs = explain(model, device.value, precision.value, prompt.value, output.value, batch.value)
+            print(text)
+            if costs:
+                fig, ax = plt.subplots(figsize=(6.4, 4.0))
+                plots.roofline_figure(device.value, costs, precision=precision.value, ax=ax)
+                plt.show()
 
     for control in (device, precision, prompt, output, batch):
         control.observe(update, names="value")
