@@ -26,6 +26,7 @@ c.CourseDirectory.release_directory = "release"
 c.CourseDirectory.solution_directory = "solutions"  # nbgrader's default is "solution"
 c.CourseDirectory.db_assignments = [
     dict(name="01_two_phases"),
+    dict(name="02_kv_cache"),
 ]
 
 # Our cells are analytic and run in milliseconds: 10 s per cell is generous for a

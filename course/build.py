@@ -98,12 +98,27 @@ def _stable(notebook: dict) -> dict:
     notebook["metadata"] = {k: v for k, v in notebook["metadata"].items() if k != "widgets"}
     for cell in notebook["cells"]:
         cell.get("metadata", {}).pop("execution", None)
+        if "outputs" in cell:
+            cell["outputs"] = _merge_streams(cell["outputs"])
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             if "application/vnd.jupyter.widget-view+json" in data:
                 data.pop("application/vnd.jupyter.widget-view+json")
                 data["text/plain"] = "[interactive widget: run the notebook to use it]"
     return notebook
+
+
+def _merge_streams(outputs: list) -> list:
+    """Join consecutive prints to the same stream: how the kernel splits them depends on timing."""
+    merged = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (output.get("output_type") == "stream" and previous is not None
+                and previous.get("output_type") == "stream" and previous.get("name") == output.get("name")):
+            previous["text"] = "".join(previous["text"]) + "".join(output["text"])
+        else:
+            merged.append(output)
+    return merged
 
 
 def validate(path: Path, invert: bool = False) -> dict:

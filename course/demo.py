@@ -77,6 +77,46 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              'def mbu(nbytes, time, device):\n    return 0.7472'),
         ],
     },
+    "02_kv_cache": {
+        "ms_for_s": [
+            ("ex4_step", 'return max((flops / device.peak_flops(precision)).to("s"), (nbytes / device.memory_bandwidth).to("s"))',
+             'return Q_(max((flops / device.peak_flops(precision)).m_as("ms"), (nbytes / device.memory_bandwidth).m_as("ms")), "s")'),
+        ],
+        "gb_for_gib": [
+            ("ex3_fit", "return gpu_memory_utilization * device.memory_capacity - weights",
+             'return Q_(gpu_memory_utilization * device.memory_capacity.m_as("GiB"), "GB") - weights'),
+        ],
+        "forgot_k_and_v": [
+            ("ex1_kv_per_token", "values = 2 * model.layers", "values = model.layers"),
+        ],
+        "raises": [
+            ("ex6_equal", "    weights = Q_(", "    weights = 1 / 0 + Q_("),
+        ],
+        "infinite_loop": [
+            ("ex5_gain", "def batching_gain(", "while True:  # a loop left running\n    pass\n\n\ndef batching_gain("),
+        ],
+        "kills_kernel": [
+            ("ex7_fp8", "def fp8_kv_extra_sequences(", "import os\nos._exit(1)\n\n\ndef fp8_kv_extra_sequences("),
+        ],
+        "warning": [
+            ("ex1_kv_per_token", "    values = 2 * model.layers",
+             "    import warnings\n    warnings.warn('sliding windows are ignored')\n    values = 2 * model.layers"),
+        ],
+        "hard_coded": [
+            ("ex1_kv_per_token", None, 'BYTES_PER_VALUE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1}\n\n\n'
+             'def kv_bytes_per_token(model, precision="fp16"):\n    return Q_(131072, "B")'),
+            ("ex2_cache", None, 'def kv_cache_bytes(model, context_len, batch=1, precision="fp16"):\n    return Q_(0.262144, "GB")'),
+            ("ex3_fit", None, 'def max_batch(model, device, context_len, weight_precision="fp16", kv_precision="fp16", gpu_memory_utilization=1.0):\n'
+             '    return 243 if gpu_memory_utilization == 1.0 else 213\n\n\n'
+             'def longest_context(model, device, batch, weight_precision="fp16", kv_precision="fp16", gpu_memory_utilization=1.0):\n'
+             '    return 487819'),
+            ("ex4_step", None, 'def decode_step_time(model, device, context_len, batch=1, precision="fp16"):\n'
+             '    return Q_(4.87, "ms") if batch == 1 else Q_(9.80, "ms")'),
+            ("ex5_gain", None, 'def batching_gain(model, device, context_len, batch, precision="fp16"):\n    return 31.8'),
+            ("ex6_equal", None, 'def kv_equals_weights_batch(model, context_len, precision="fp16"):\n    return 61.27'),
+            ("ex7_fp8", None, 'def fp8_kv_extra_sequences(model, device, context_len, gpu_memory_utilization=0.9):\n    return 53'),
+        ],
+    },
 }
 
 
@@ -162,10 +202,10 @@ CLASS = [
     Student("ada", "every answer right", lambda a, r, s: fill(r, s)),
     Student("blaise", "handed in the blank notebook", lambda a, r, s: copy.deepcopy(r)),
     Student("cora", "did the first half of the exercises", _partly),
-    Student("dmitri", "milliseconds for seconds in roofline_time", _edited("ms_for_s")),
-    Student("edsger", "GB for GiB in weight_bytes", _edited("gb_for_gib")),
+    Student("dmitri", "milliseconds for seconds in a time", _edited("ms_for_s")),
+    Student("edsger", "GB for GiB in a memory size", _edited("gb_for_gib")),
     Student("frances", "forgot K and V in the KV cache", _edited("forgot_k_and_v")),
-    Student("grace", "an exception in prefill_flops", _edited("raises")),
+    Student("grace", "code that raises an exception", _edited("raises")),
     Student("hedy", "an infinite loop left in a cell", _edited("infinite_loop")),
     Student("ivan", "deleted a test cell", _delete_first_test),
     Student("joan", "pasted an answer cell twice", _paste_twice),

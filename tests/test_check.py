@@ -99,3 +99,9 @@ def test_derive_yourself_blocks_library_calls_wherever_imported():
             rl.model("Llama-3-8B").weight_bytes("fp16")
         assert rl.model("Llama-3-8B").total_params > 0  # other library parts still work
     assert rl.prefill("Llama-3-8B", "H100", 10).time.m_as("s") > 0  # restored afterwards
+
+
+def test_zero_is_compared_exactly():
+    check.number(0, 0, "max_batch")
+    with pytest.raises(AssertionError, match="expected 0"):
+        check.number(3, 0, "max_batch")

@@ -1,10 +1,14 @@
-"""The grading pipeline end to end on the simulated class.
+"""The grading pipeline end to end on the simulated class (two assignments, fifteen students).
 
-Expected scores are derived from which test cells each student's fault breaks
-(cell points in brackets; 40 autograded points in all, 12 in visible tests):
-predict [2]; prefill_flops [1 visible + 3 hidden]; weight_bytes [1+2];
-decode_bytes [1+3]; roofline_time [1+3]; ttft_and_itl [1+3];
-intensities [1+3]; speedups [1+3]; sla [1+4]; decode_share [1+2]; mfu/mbu [1+2].
+Expected scores are derived from which test cells each student's fault breaks.
+
+01_two_phases, cell points in brackets (40 autograded, 12 of them in visible tests): predict [2];
+prefill_flops [1 visible + 3 hidden]; weight_bytes [1+2]; decode_bytes [1+3]; roofline_time [1+3];
+ttft_and_itl [1+3]; intensities [1+3]; speedups [1+3]; sla [1+4]; decode_share [1+2]; mfu/mbu [1+2].
+
+02_kv_cache (25 autograded, 7 visible): kv_bytes_per_token [1+3]; kv_cache_bytes [1+2];
+max_batch and longest_context [1+4]; decode_step_time [1+3]; batching_gain [1+2];
+kv_equals_weights_batch [1+2]; fp8_kv_extra_sequences [1+2].
 """
 
 import csv
@@ -17,32 +21,44 @@ from course.grade import grade
 
 pytestmark = pytest.mark.slow
 
-A = "01_two_phases"
+A, B = "01_two_phases", "02_kv_cache"
 EXPECTED = {
-    # student: (score, status, manual points pending)
-    "ada": (40, "graded", 10),  # the reference answers
-    "blaise": (0, "graded", 0),  # blank: every test fails; an untouched written answer needs no grading
-    "cora": (21, "graded", 0),  # predict, ex2 and ex3 done: 2 + 4 + 3 + 4 + 4 + 4
-    # ms for s in roofline_time: roofline_time [4] and ttft_and_itl [4] fail; speed-up ratios survive
-    "dmitri": (32, "graded", 10),
-    # GB for GiB in weight_bytes: weight_bytes [3], the hidden decode_bytes totals [3], the hidden
-    # ttft_and_itl [3] and intensities [4] fail.  The visible decode_bytes and ITL pass by coincidence:
-    # weights / 1.074 lands within 2 % of the careful count that skips the embedding table.
-    "edsger": (27, "graded", 10),
-    # forgot K and V: only the hidden KV-part test [3] sees it; elsewhere the cache is under 2 % of the bytes
-    "frances": (37, "graded", 10),
-    # prefill_flops raises: it [4], ttft_and_itl [4], intensities [4] and speedups [4] fail
-    "grace": (24, "graded", 10),
-    # the decode_share cell loops until the per-cell timeout: decode_share [3] fails, the rest runs
-    "hedy": (37, "graded", 10),
-    "ivan": (40, "graded", 10),  # deleted a test cell: restored
-    "joan": (40, "graded", 10),  # pasted an answer cell twice: rebuilt
-    "katherine": (0, "ungradable", 0),  # corrupt JSON
-    "linus": (40, "graded", 10),  # a warning on stderr does not zero a passing test
-    "margaret": (12, "graded", 10),  # hard-coded visible answers: the 12 visible points only
-    "niklaus": (40, "graded", 10),  # renamed notebook: found and renamed back
-    "olga": (0, "ungradable", 0),  # os._exit kills the kernel: nbgrader drops the submission
+    # (student, assignment): (score, status, manual points pending)
+    # the reference answers; the written answer waits for the instructor
+    ("ada", A): (40, "graded", 10), ("ada", B): (25, "graded", 5),
+    # blank: every test fails; an untouched written answer needs no grading
+    ("blaise", A): (0, "graded", 0), ("blaise", B): (0, "graded", 0),
+    # the first half of the answer cells: A predict to ttft_and_itl, 2+4+3+4+4+4; B ex1-ex4, 4+3+5+4
+    ("cora", A): (21, "graded", 0), ("cora", B): (16, "graded", 0),
+    # ms for s.  A: roofline_time [4] and ttft_and_itl [4] fail; speed-up ratios survive.
+    # B: decode_step_time [4] fails; batching_gain is a ratio of two such times and survives
+    ("dmitri", A): (32, "graded", 10), ("dmitri", B): (21, "graded", 5),
+    # GB for GiB.  A, in weight_bytes: weight_bytes [3], the hidden decode_bytes totals [3], hidden
+    # ttft_and_itl [3] and intensities [4] fail; the visible decode_bytes and ITL pass by coincidence
+    # (weights / 1.074 lands within 2 % of the careful count that skips the embedding table).
+    # B, the capacity read in GiB: max_batch and longest_context [5] and the FP8 gain [3] fail
+    ("edsger", A): (27, "graded", 10), ("edsger", B): (17, "graded", 5),
+    # forgot K and V.  A: only the hidden KV-part test [3] sees it (the cache is under 2 % of the bytes
+    # elsewhere).  B: every exercise stands on kv_bytes_per_token, and every one fails
+    ("frances", A): (37, "graded", 10), ("frances", B): (0, "graded", 5),
+    # raises.  A, in prefill_flops: it [4], ttft_and_itl [4], intensities [4], speedups [4] fail.
+    # B, in kv_equals_weights_batch: that exercise [3] alone
+    ("grace", A): (24, "graded", 10), ("grace", B): (22, "graded", 5),
+    # a cell loops until the per-cell timeout, so its functions never exist: A decode_share [3], B batching_gain [3]
+    ("hedy", A): (37, "graded", 10), ("hedy", B): (22, "graded", 5),
+    # deleted a test cell (restored), pasted an answer twice (rebuilt), a warning on stderr (ignored),
+    # a renamed notebook (found): all full marks
+    ("ivan", A): (40, "graded", 10), ("ivan", B): (25, "graded", 5),
+    ("joan", A): (40, "graded", 10), ("joan", B): (25, "graded", 5),
+    ("linus", A): (40, "graded", 10), ("linus", B): (25, "graded", 5),
+    ("niklaus", A): (40, "graded", 10), ("niklaus", B): (25, "graded", 5),
+    # corrupt JSON; os._exit kills the kernel and nbgrader drops the submission
+    ("katherine", A): (0, "ungradable", 0), ("katherine", B): (0, "ungradable", 0),
+    ("olga", A): (0, "ungradable", 0), ("olga", B): (0, "ungradable", 0),
+    # hard-coded visible answers: the visible points only
+    ("margaret", A): (12, "graded", 10), ("margaret", B): (7, "graded", 5),
 }
+MAXIMA = {A: 40, B: 25}
 
 
 @pytest.fixture(scope="module")
@@ -50,38 +66,44 @@ def graded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("demo")
     demo.write_class(folder / "submissions")
     rows = grade(folder / "submissions", folder / "graded", workers=2, quiet=True)
-    return folder, {r.student: r for r in rows}
+    return folder, {(r.student, r.assignment): r for r in rows}
 
 
 def test_every_student_gets_the_grade_the_design_implies(graded):
     _, rows = graded
     assert set(rows) == set(EXPECTED)
-    got = {s: (r.score, r.status, r.manual_pending) for s, r in rows.items()}
+    got = {key: (r.score, r.status, r.manual_pending) for key, r in rows.items()}
     assert got == EXPECTED
-    assert all(r.max_score == 40 for r in rows.values())
+    assert all(r.max_score == MAXIMA[r.assignment] for r in rows.values())
 
 
 def test_reference_full_marks_and_blank_zero_on_every_cell(graded):
     _, rows = graded
-    assert all(score == top for score, top in rows["ada"].cells.values())
-    assert len(rows["blaise"].cells) == 21 and all(score == 0 for score, _ in rows["blaise"].cells.values())
+    for assignment in (A, B):
+        assert all(score == top for score, top in rows["ada", assignment].cells.values())
+        assert all(score == 0 for score, _ in rows["blaise", assignment].cells.values())
+    assert len(rows["blaise", A].cells) == 21 and len(rows["blaise", B].cells) == 14
 
 
 def test_reasons_are_recorded(graded):
     _, rows = graded
-    assert "not valid JSON" in rows["katherine"].reason
-    assert "Kernel died" in rows["olga"].reason
-    assert "rebuilt from the release copy" in rows["ivan"].reason and "deleted" in rows["ivan"].reason
-    assert "appears 2 times" in rows["joan"].reason
-    assert "renamed" in rows["niklaus"].reason
-    assert rows["ada"].reason == ""
+    for assignment in (A, B):
+        assert "not valid JSON" in rows["katherine", assignment].reason
+        assert "Kernel died" in rows["olga", assignment].reason
+        assert "rebuilt from the release copy" in rows["ivan", assignment].reason
+        assert "deleted" in rows["ivan", assignment].reason
+        assert "appears 2 times" in rows["joan", assignment].reason
+        assert "renamed" in rows["niklaus", assignment].reason
+        assert rows["ada", assignment].reason == ""
 
 
 def test_checker_names_the_mistakes(graded):
     _, rows = graded
-    assert ("test_roofline_time_visible", "milliseconds for seconds") in rows["dmitri"].mistakes
-    assert ("test_weight_bytes_visible", "GB for GiB") in rows["edsger"].mistakes
-    assert ("test_decode_bytes_hidden", "forgot K and V (or the 2 bytes of an fp16 value)") in rows["frances"].mistakes
+    assert ("test_roofline_time_visible", "milliseconds for seconds") in rows["dmitri", A].mistakes
+    assert ("test_step_visible", "milliseconds for seconds") in rows["dmitri", B].mistakes
+    assert ("test_weight_bytes_visible", "GB for GiB") in rows["edsger", A].mistakes
+    assert ("test_decode_bytes_hidden", "forgot K and V (or the 2 bytes of an fp16 value)") in rows["frances", A].mistakes
+    assert ("test_kv_per_token_visible", "forgot K and V (or the 2 bytes of an fp16 value)") in rows["frances", B].mistakes
 
 
 def test_grades_csv_feedback_and_report(graded):
@@ -90,7 +112,7 @@ def test_grades_csv_feedback_and_report(graded):
     with open(out / "grades.csv", newline="") as handle:
         table = list(csv.DictReader(handle))
     assert list(table[0]) == ["student", "assignment", "score", "max_score", "manual_pending", "status", "reason"]
-    assert {r["student"] for r in table} == set(EXPECTED)
+    assert {(r["student"], r["assignment"]) for r in table} == set(EXPECTED)
     feedback = out / "feedback" / "ada" / A / f"{A}.html"
     assert feedback.exists()
     page = feedback.read_text()
@@ -121,4 +143,5 @@ def test_same_grades_twice_with_one_or_two_workers_from_a_folder_or_a_zip(tmp_pa
     two = grade(archive, tmp_path / "two", workers=2, quiet=True)
     again = grade(archive, tmp_path / "two", workers=2, quiet=True)  # over the previous run's output
     assert _scores(one) == _scores(two) == _scores(again)
-    assert {r.student: r.score for r in one} == {"ada": 40, "dmitri": 32, "joan": 40}
+    assert {(r.student, r.assignment): r.score for r in one} == {
+        key: value[0] for key, value in EXPECTED.items() if key[0] in SMALL}

@@ -150,6 +150,11 @@ def quantity(
     if got.dimensionality != expected.dimensionality:
         _wrong_dimension(got, expected, name)
     for reference in references:
+        if np.all(np.asarray(reference.magnitude) == 0):
+            # A ratio means nothing against zero: compare the values themselves.
+            if np.all(np.asarray(got.m_as(reference.units)) == 0):
+                return
+            _fail(f"{name} = {_describe(got)}, expected {_describe(reference)}.")
         ratio = np.asarray(got.m_as(reference.units) / reference.magnitude, dtype=float)
         if np.all(np.abs(ratio - 1) <= rel):
             return
@@ -201,10 +206,11 @@ def _wrong_dimension(got: pint.Quantity, expected: pint.Quantity, name: str) -> 
     )
 
 
-def number(answer: object, expected: float, name: str = "answer", rel: float = 0.02,
+def number(answer: object, expected: float, name: str = "answer", rel: float = 0.02, accept: tuple = (),
            mistakes: dict[str, float] | None = None) -> None:
     """Check a plain number (a ratio, a count, a fraction) like :func:`quantity`."""
-    quantity(answer, Q_(_plain(expected, "expected"), ""), name=name, rel=rel, mistakes=mistakes)
+    quantity(answer, Q_(_plain(expected, "expected"), ""), name=name, rel=rel,
+             accept=tuple(Q_(_plain(a, "accepted value"), "") for a in accept), mistakes=mistakes)
 
 
 def choice(answer: object, expected: str, name: str = "answer", options: dict[str, tuple[str, ...]] | None = None) -> None:

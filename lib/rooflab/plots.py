@@ -12,9 +12,10 @@ import numpy as np
 from .hardware import Hardware, hardware as _hardware
 from .precision import as_precision
 from .roofline import Cost
-from .serving import Request
+from .models import Model
+from .serving import Request, decode_step, memory_budget
 
-__all__ = ["roofline_figure", "phase_bars"]
+__all__ = ["roofline_figure", "phase_bars", "memory_figure", "batching_figure"]
 
 _COLOURS = {"compute": "#C44E52", "memory": "#4C72B0"}
 
@@ -77,4 +78,59 @@ def phase_bars(requests: dict[str, Request], ax=None):
     ax.set_xlim(0, float(np.max(prefill + decode)) * 1.3)
     ax.invert_yaxis()
     ax.legend(loc="lower right", fontsize=8)
+    return ax
+
+
+def memory_figure(model: Model | str, device: Hardware | str, context_len: int, max_batch_shown: int = 256,
+                  precision="fp16", gpu_memory_utilization: float = 1.0, ax=None):
+    """Memory held (weights, KV cache, engine reserve) against batch at one context length, GB.
+
+    The device's capacity is a horizontal line; batches past it are shaded "does not fit".
+    Returns the Axes.
+    """
+    device = _hardware(device)
+    batches = np.arange(1, max_batch_shown + 1)
+    budget = memory_budget(model, device, context_len, batches, precision, gpu_memory_utilization)
+    weights = np.full(batches.shape, budget.weights_si / 1e9)
+    kv = np.asarray(budget.kv_si) / 1e9
+    reserve = np.full(batches.shape, budget.reserve_si / 1e9)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 4.0))
+    ax.stackplot(batches, weights, kv, reserve, labels=["weights", "KV cache", "engine reserve"],
+                 colors=["#8C8C8C", _COLOURS["memory"], "#DDDDDD"])
+    capacity = budget.capacity_si / 1e9
+    ax.axhline(capacity, color="black", lw=1.5)
+    ax.annotate(f"{device.name} capacity, {capacity:.0f} GB", (batches[len(batches) // 2], capacity), xytext=(0, 4),
+                textcoords="offset points", fontsize=8, ha="center")
+    fits = int(np.max(budget.max_batch)) if np.size(budget.max_batch) else 0
+    if fits < batches[-1]:
+        ax.axvspan(max(fits, 0) + 0.5, batches[-1], color=_COLOURS["compute"], alpha=0.12, label="does not fit")
+    ax.set_xlim(batches[0], batches[-1])
+    ax.set_ylim(0, max(capacity, float(weights[-1] + kv[-1] + reserve[-1])) * 1.05)
+    ax.set_xlabel(f"batch (sequences of {context_len:,} tokens)")
+    ax.set_ylabel("memory, GB")
+    ax.set_title(f"{model if isinstance(model, str) else model.name}: largest batch that fits is {max(fits, 0)}")
+    ax.legend(loc="upper left", fontsize=8)
+    return ax
+
+
+def batching_figure(model: Model | str, device: Hardware | str, contexts=(128, 2000, 16000), max_batch_shown: int = 256,
+                    precision="fp16", ax=None):
+    """Decode throughput gain (batch x step time at batch 1 / step time at batch B) against batch.
+
+    One line per context length, and the ideal line gain = B.  Memory capacity is ignored here,
+    so the lines go on past what fits.  Returns the Axes.
+    """
+    batches = np.arange(1, max_batch_shown + 1)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 4.0))
+    ax.plot(batches, batches, color="grey", ls=":", label="gain = batch (ideal)")
+    for context in contexts:
+        one = decode_step(model, device, context, 1, precision, allow_overflow=True).time_si
+        many = np.asarray(decode_step(model, device, context, batches, precision, allow_overflow=True).time_si)
+        ax.plot(batches, batches * one / many, label=f"context {context:,} tokens")
+    ax.set_xlabel("batch")
+    ax.set_ylabel("decode throughput gain over batch 1")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.2)
     return ax

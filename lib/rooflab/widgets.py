@@ -11,9 +11,10 @@ import matplotlib.pyplot as plt
 
 from . import plots
 from .hardware import HARDWARE
+from .precision import Precision
 from .serving import DoesNotFit, decode_step, memory_budget, prefill, request
 
-__all__ = ["serving_explorer", "explain"]
+__all__ = ["serving_explorer", "explain", "memory_explorer", "explain_memory"]
 
 
 def explain(model: str, device: str, precision: str, prompt_len: int, output_len: int, batch: int):
@@ -61,3 +62,38 @@ def serving_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("T4"
         control.observe(update, names="value")
     update()
     return w.VBox([w.HBox([device, precision]), w.HBox([prompt, output, batch]), shown])
+
+
+def explain_memory(model: str, device: str, context_len: int, batch: int, kv: str) -> str:
+    """One line on what ``batch`` sequences of ``context_len`` tokens hold and cost per decode step."""
+    precision = Precision(weights="fp16", kv=kv, compute="fp16")
+    budget = memory_budget(model, device, context_len, batch, precision)
+    step = decode_step(model, device, context_len, batch, precision, allow_overflow=True)
+    verdict = "fits" if budget.fits else "DOES NOT FIT"
+    return (f"weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} = {budget.total:.1f~P} of "
+            f"{budget.capacity:.0f~P}: {verdict} (largest batch {budget.max_batch}).  "
+            f"Step {step.time:.2f~P}, {batch / step.time.m_as('s'):,.0f} tokens/s.")
+
+
+def memory_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L4", "A100-80GB", "H100-SXM", "H200", "B200", "MI300X")):
+    """Sliders for device, context, batch and KV-cache format: memory against capacity, and the
+    decode step's time and throughput."""
+    device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
+    kv = w.Dropdown(options=["fp16", "fp8"], value="fp16", description="KV cache")
+    context = w.IntSlider(value=2000, min=128, max=32768, step=128, description="context", continuous_update=False)
+    batch = w.IntSlider(value=64, min=1, max=512, description="batch", continuous_update=False)
+    shown = w.Output()
+
+    def update(*_):
+        with shown:
+            shown.clear_output(wait=True)
+            print(explain_memory(model, device.value, context.value, batch.value, kv.value))
+            fig, ax = plt.subplots(figsize=(6.4, 3.6))
+            plots.memory_figure(model, device.value, context.value, max(batch.value, 2),
+                                Precision(weights="fp16", kv=kv.value, compute="fp16"), ax=ax)
+            plt.show()
+
+    for control in (device, kv, context, batch):
+        control.observe(update, names="value")
+    update()
+    return w.VBox([w.HBox([device, kv]), w.HBox([context, batch]), shown])
