@@ -42,3 +42,21 @@ def test_explorer_builds_its_controls():
     box = widgets.serving_explorer()
     descriptions = [c.description for row in box.children[:2] for c in row.children]
     assert descriptions == ["GPU", "precision", "prompt", "answer", "batch"]
+
+
+def test_memory_explain_and_figure():
+    # 2,000-token contexts of Llama-3-8B on 80 GB: (80e9 - 16.06e9) / (2000 x 131072) = 243 sequences
+    text = widgets.explain_memory("Llama-3-8B", "H100-SXM", 2000, 64, "fp16")
+    assert "fits (largest batch 243)" in text and "KV 16.8 GB" in text
+    assert "DOES NOT FIT" in widgets.explain_memory("Llama-3-8B", "H100-SXM", 2000, 300, "fp16")
+    assert "fits (largest batch 487)" in widgets.explain_memory("Llama-3-8B", "H100-SXM", 2000, 300, "fp8")
+    ax = plots.memory_figure("Llama-3-8B", "H100", 2000, 300)
+    assert "largest batch that fits is 243" in ax.get_title()
+    box = widgets.memory_explorer()
+    assert [c.description for row in box.children[:2] for c in row.children] == ["GPU", "KV cache", "context", "batch"]
+
+
+def test_batching_figure_falls_short_of_the_ideal_at_long_context():
+    ax = plots.batching_figure("Llama-3-8B", "H100", contexts=(2000,), max_batch_shown=64)
+    ideal, curve = ax.get_lines()
+    assert curve.get_ydata()[-1] < 0.55 * ideal.get_ydata()[-1]  # about 32x at batch 64, not 64x

@@ -46,22 +46,16 @@ def serving_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("T4"
     prompt = w.IntSlider(value=2000, min=16, max=32768, step=16, description="prompt", continuous_update=False)
     output = w.IntSlider(value=300, min=2, max=4096, step=2, description="answer", continuous_update=False)
     batch = w.IntSlider(value=1, min=1, max=256, description="batch", continuous_update=False)
-    shown = w.Output()
 
-    def update(*_):
-        with shown:
-            shown.clear_output(wait=True)
-            text, costs = explain(model, device.value, precision.value, prompt.value, output.value, batch.value)
-            print(text)
-            if costs:
-                fig, ax = plt.subplots(figsize=(6.4, 4.0))
-                plots.roofline_figure(device.value, costs, precision=precision.value, ax=ax)
-                plt.show()
+    def render():
+        text, costs = explain(model, device.value, precision.value, prompt.value, output.value, batch.value)
+        print(text)
+        if costs:
+            _, ax = plt.subplots(figsize=(6.4, 4.0))
+            plots.roofline_figure(device.value, costs, precision=precision.value, ax=ax)
+            plt.show()
 
-    for control in (device, precision, prompt, output, batch):
-        control.observe(update, names="value")
-    update()
-    return w.VBox([w.HBox([device, precision]), w.HBox([prompt, output, batch]), shown])
+    return _explorer([[device, precision], [prompt, output, batch]], render)
 
 
 def explain_memory(model: str, device: str, context_len: int, batch: int, kv: str) -> str:
@@ -82,18 +76,28 @@ def memory_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L4",
     kv = w.Dropdown(options=["fp16", "fp8"], value="fp16", description="KV cache")
     context = w.IntSlider(value=2000, min=128, max=32768, step=128, description="context", continuous_update=False)
     batch = w.IntSlider(value=64, min=1, max=512, description="batch", continuous_update=False)
+
+    def render():
+        print(explain_memory(model, device.value, context.value, batch.value, kv.value))
+        _, ax = plt.subplots(figsize=(6.4, 3.6))
+        plots.memory_figure(model, device.value, context.value, max(batch.value, 2),
+                            Precision(weights="fp16", kv=kv.value, compute="fp16"), ax=ax)
+        plt.show()
+
+    return _explorer([[device, kv], [context, batch]], render)
+
+
+def _explorer(rows: list[list], render) -> w.VBox:
+    """Lay out rows of controls above an output area that ``render`` redraws on every change."""
     shown = w.Output()
 
     def update(*_):
         with shown:
             shown.clear_output(wait=True)
-            print(explain_memory(model, device.value, context.value, batch.value, kv.value))
-            fig, ax = plt.subplots(figsize=(6.4, 3.6))
-            plots.memory_figure(model, device.value, context.value, max(batch.value, 2),
-                                Precision(weights="fp16", kv=kv.value, compute="fp16"), ax=ax)
-            plt.show()
+            render()
 
-    for control in (device, kv, context, batch):
-        control.observe(update, names="value")
+    for row in rows:
+        for control in row:
+            control.observe(update, names="value")
     update()
-    return w.VBox([w.HBox([device, kv]), w.HBox([context, batch]), shown])
+    return w.VBox([w.HBox(row) for row in rows] + [shown])
