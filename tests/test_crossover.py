@@ -2,6 +2,8 @@
 
 import math
 
+import numpy as np
+
 import pytest
 
 import rooflab as rl
@@ -55,3 +57,16 @@ def test_balanced_output_len():
     r = rl.request("Llama-3-8B", "H100", 2000, out)
     shorter = rl.request("Llama-3-8B", "H100", 2000, out - 1)
     assert r.decode_time >= r.ttft and shorter.decode_time < shorter.ttft
+
+
+def test_crossovers_take_arrays():
+    contexts = np.array([0, 100, 2000])
+    batches = rl.decode_compute_bound_batch("Llama-3-8B", "H100", context_len=contexts)
+    assert batches.shape == (3,)
+    for context, batch in zip(contexts, batches):
+        assert batch == rl.decode_compute_bound_batch("Llama-3-8B", "H100", context_len=int(context))
+    assert batches[-1] == math.inf
+    lengths = rl.ttft_exceeds_decode_len("Llama-3-8B", "H100", output_len=np.array([64, 256]))
+    assert lengths[0] < lengths[1]
+    outs = rl.balanced_output_len("Llama-3-8B", "H100", prompt_len=[500, 4000])
+    assert outs[0] < outs[1]

@@ -26,6 +26,13 @@ __all__ = [
 ]
 
 
+def _per_element(search, values):
+    """Apply a scalar search to each element of an array (searches do not vectorise), or to a scalar."""
+    if np.ndim(values):
+        return np.array([search(int(v)) for v in np.ravel(values)], dtype=float).reshape(np.shape(values))
+    return search(values)
+
+
 def _first_true(predicate, lo: int, hi: int) -> float:
     """Smallest whole x in [lo, hi] with predicate(x) true, for a predicate false then true; inf if none."""
     if not predicate(hi):
@@ -84,15 +91,15 @@ def decode_compute_bound_batch(
     memory-bound at any batch.  Memory capacity is not considered here.
     """
     s = _setup(model, hardware, precision, mfu, mbu)
-    c = lengths(context_len, "context_len", minimum=0)
-    if np.ndim(c):
-        raise TypeError("context_len must be one whole number here; loop over contexts for a sweep")
 
-    def compute_bound(batch: int) -> bool:
-        f0, f1, b0, b1 = _decode_linear_si(s, batch)
-        return (f0 + f1 * c) / (s.peak * s.mfu) >= (b0 + b1 * c) / (s.bandwidth * s.mbu)
+    def search(c: int) -> float:
+        def compute_bound(batch: int) -> bool:
+            f0, f1, b0, b1 = _decode_linear_si(s, batch)
+            return (f0 + f1 * c) / (s.peak * s.mfu) >= (b0 + b1 * c) / (s.bandwidth * s.mbu)
 
-    return _first_true(compute_bound, 1, max_batch)
+        return _first_true(compute_bound, 1, max_batch)
+
+    return _per_element(search, lengths(context_len, "context_len", minimum=0))
 
 
 def ttft_exceeds_decode_len(
@@ -106,16 +113,19 @@ def ttft_exceeds_decode_len(
     """Smallest prompt length whose TTFT exceeds the decode time of an ``output_len``-token answer.
 
     Decode time is (output_len - 1) x ITL as in :func:`rooflab.request`; ``math.inf`` if no
-    prompt up to ``max_prompt_len`` gets there.  Memory capacity is not considered here.
+    prompt up to ``max_prompt_len`` gets there.  An array of answer lengths gives an array.
+    Memory capacity is not considered here.
     """
     s = _setup(model, hardware, precision)
-    out = lengths(output_len, "output_len", minimum=2)
     b = lengths(batch, "batch")
 
-    def prefill_longer(n: int) -> bool:
-        return _prefill_si(s, n, b).time_si > _decode_total_si(s, n, out - 1, b)
+    def search(out: int) -> float:
+        def prefill_longer(n: int) -> bool:
+            return _prefill_si(s, n, b).time_si > _decode_total_si(s, n, out - 1, b)
 
-    return _first_true(prefill_longer, 1, max_prompt_len)
+        return _first_true(prefill_longer, 1, max_prompt_len)
+
+    return _per_element(search, lengths(output_len, "output_len", minimum=2))
 
 
 def balanced_output_len(
@@ -132,11 +142,14 @@ def balanced_output_len(
     ones in decode (a chatbot).  Divide by prompt_len for the output/input ratio.
     """
     s = _setup(model, hardware, precision)
-    n = lengths(prompt_len, "prompt_len")
     b = lengths(batch, "batch")
-    ttft = _prefill_si(s, n, b).time_si
 
-    def decode_longer(out: int) -> bool:
-        return _decode_total_si(s, n, out - 1, b) >= ttft
+    def search(n: int) -> float:
+        ttft = _prefill_si(s, n, b).time_si
 
-    return _first_true(decode_longer, 2, max_output_len)
+        def decode_longer(out: int) -> bool:
+            return _decode_total_si(s, n, out - 1, b) >= ttft
+
+        return _first_true(decode_longer, 2, max_output_len)
+
+    return _per_element(search, lengths(prompt_len, "prompt_len"))
