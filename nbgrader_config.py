@@ -27,6 +27,7 @@ c.CourseDirectory.solution_directory = "solutions"  # nbgrader's default is "sol
 c.CourseDirectory.db_assignments = [
     dict(name="01_two_phases"),
     dict(name="02_kv_cache"),
+    dict(name="03_quantization"),
 ]
 
 # Our cells are analytic and run in milliseconds: 10 s per cell is generous for a

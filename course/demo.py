@@ -77,6 +77,40 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              'def mbu(nbytes, time, device):\n    return 0.7472'),
         ],
     },
+    "03_quantization": {
+        # Every answer here is a ratio or a count, so a time in the wrong unit cancels out: no "ms_for_s" entry.
+        "gb_for_gib": [
+            ("ex1_bits", 'return Q_(model.total_params * bits_per_weight(fmt, group_size) / 8, "B")',
+             'return Q_(model.total_params * bits_per_weight(fmt, group_size) / 8 / 2**30, "GB")'),
+        ],
+        "forgot_k_and_v": [
+            ("ex5_extra", "per_sequence = context_len * kv_bytes_per_token(model, kv_bytes_per_value)",
+             "per_sequence = context_len * kv_bytes_per_token(model, kv_bytes_per_value) / 2"),
+        ],
+        "raises": [
+            ("ex4_w8a8", "    flops = Q_(", "    flops = 1 / 0 + Q_("),
+        ],
+        "infinite_loop": [
+            ("ex3_ttft", "def ttft_speedup(", "while True:  # a loop left running\n    pass\n\n\ndef ttft_speedup("),
+        ],
+        "kills_kernel": [
+            ("ex6_cheapest", "def cheapest_config(", "import os\nos._exit(1)\n\n\ndef cheapest_config("),
+        ],
+        "warning": [
+            ("ex1_bits", "    return BITS[fmt] +", "    import warnings\n    warnings.warn('zero points are ignored')\n    return BITS[fmt] +"),
+        ],
+        "hard_coded": [
+            ("ex1_bits", None, 'BITS = {"fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}\n\n\n'
+             'def bits_per_weight(fmt, group_size=None, scale_bits=16):\n    return 4.125\n\n\n'
+             'def quantized_weight_bytes(model, fmt, group_size=None):\n    return Q_(4.14, "GB")'),
+            ("ex2_decode", None, 'def decode_speedup(model, device, context_len, batch, fmt, group_size=None):\n    return 1.57'),
+            ("ex3_ttft", None, 'def ttft_speedup(model, device, prompt_len, fmt, group_size=None):\n    return 1.0'),
+            ("ex4_w8a8", None, 'def w8a8_prefill_speedup(model, device, prompt_len, compute="fp8"):\n    return 2.0'),
+            ("ex5_extra", None, 'def extra_sequences(model, device, context_len, gpu_memory_utilization=0.9):\n    return 76'),
+            ("ex6_cheapest", None, 'def cheapest_config(model, configs, prompt_len, output_len, ttft_limit, itl_limit):\n'
+             '    return "T4, INT4"'),
+        ],
+    },
     "02_kv_cache": {
         "ms_for_s": [
             ("ex4_step", 'return max((flops / device.peak_flops(precision)).to("s"), (nbytes / device.memory_bandwidth).to("s"))',

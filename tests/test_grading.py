@@ -9,6 +9,9 @@ ttft_and_itl [1+3]; intensities [1+3]; speedups [1+3]; sla [1+4]; decode_share [
 02_kv_cache (25 autograded, 7 visible): kv_bytes_per_token [1+3]; kv_cache_bytes [1+2];
 max_batch and longest_context [1+4]; decode_step_time [1+3]; batching_gain [1+2];
 kv_equals_weights_batch [1+2]; fp8_kv_extra_sequences [1+2].
+
+03_quantization (25 autograded, 6 visible): bits and bytes [1+3]; decode_speedup [1+4]; ttft_speedup [1+2];
+w8a8_prefill_speedup [1+2]; extra_sequences [1+4]; cheapest_config [1+4].
 """
 
 import csv
@@ -21,7 +24,7 @@ from course.grade import grade
 
 pytestmark = pytest.mark.slow
 
-A, B = "01_two_phases", "02_kv_cache"
+A, B, C = "01_two_phases", "02_kv_cache", "03_quantization"
 EXPECTED = {
     # (student, assignment): (score, status, manual points pending)
     # the reference answers; the written answer waits for the instructor
@@ -57,8 +60,22 @@ EXPECTED = {
     ("olga", A): (0, "ungradable", 0), ("olga", B): (0, "ungradable", 0),
     # hard-coded visible answers: the visible points only
     ("margaret", A): (12, "graded", 10), ("margaret", B): (7, "graded", 5),
+    # 03: every answer is a ratio or a count, so the ms-for-s student hands in the reference there.
+    ("ada", C): (25, "graded", 5), ("blaise", C): (0, "graded", 0), ("dmitri", C): (25, "graded", 5),
+    ("cora", C): (12, "graded", 0),  # bits and bytes, decode_speedup, ttft_speedup: 4 + 5 + 3
+    # GB for GiB in quantized_weight_bytes: that exercise [4] fails.  The speed-ups compare two weights read
+    # the same wrong way and survive (within 2 % of the careful count), and so does the visible
+    # extra_sequences (76 either way); the hidden one [4] does not (Llama-3-70B: 58 against 54)
+    ("edsger", C): (17, "graded", 5),
+    ("frances", C): (20, "graded", 5),  # halves the cache per sequence in largest_batch: extra_sequences [5]
+    ("grace", C): (22, "graded", 5),  # w8a8_prefill_speedup raises [3]
+    ("hedy", C): (22, "graded", 5),  # the loop stops ttft_speedup being defined [3]
+    ("ivan", C): (25, "graded", 5), ("joan", C): (25, "graded", 5), ("linus", C): (25, "graded", 5),
+    ("niklaus", C): (25, "graded", 5),
+    ("katherine", C): (0, "ungradable", 0), ("olga", C): (0, "ungradable", 0),
+    ("margaret", C): (6, "graded", 5),
 }
-MAXIMA = {A: 40, B: 25}
+MAXIMA = {A: 40, B: 25, C: 25}
 
 
 @pytest.fixture(scope="module")
@@ -79,15 +96,15 @@ def test_every_student_gets_the_grade_the_design_implies(graded):
 
 def test_reference_full_marks_and_blank_zero_on_every_cell(graded):
     _, rows = graded
-    for assignment in (A, B):
+    for assignment in (A, B, C):
         assert all(score == top for score, top in rows["ada", assignment].cells.values())
         assert all(score == 0 for score, _ in rows["blaise", assignment].cells.values())
-    assert len(rows["blaise", A].cells) == 21 and len(rows["blaise", B].cells) == 14
+    assert [len(rows["blaise", a].cells) for a in (A, B, C)] == [21, 14, 12]
 
 
 def test_reasons_are_recorded(graded):
     _, rows = graded
-    for assignment in (A, B):
+    for assignment in (A, B, C):
         assert "not valid JSON" in rows["katherine", assignment].reason
         assert "Kernel died" in rows["olga", assignment].reason
         assert "rebuilt from the release copy" in rows["ivan", assignment].reason

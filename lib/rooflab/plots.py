@@ -13,9 +13,10 @@ from .hardware import Hardware, hardware as _hardware
 from .precision import as_precision
 from .roofline import Cost
 from .models import Model
-from .serving import Request, decode_step, memory_budget
+from .precision import Precision
+from .serving import Request, decode_step, memory_budget, prefill
 
-__all__ = ["roofline_figure", "phase_bars", "memory_figure", "batching_figure"]
+__all__ = ["roofline_figure", "phase_bars", "memory_figure", "batching_figure", "quantization_figure"]
 
 _COLOURS = {"compute": "#C44E52", "memory": "#4C72B0"}
 
@@ -132,5 +133,37 @@ def batching_figure(model: Model | str, device: Hardware | str, contexts=(128, 2
     ax.set_xlabel("batch")
     ax.set_ylabel("decode throughput gain over batch 1")
     ax.legend(fontsize=8)
+    ax.grid(alpha=0.2)
+    return ax
+
+
+def quantization_figure(model: Model | str, device: Hardware | str, max_len: int = 32768, ax=None):
+    """Speed-up of weight-only INT8 and INT4 (groups of 128) over FP16, by phase, against length.
+
+    Decode at batch 1 and 16 against the context, prefill against the prompt; dotted lines
+    mark the ratios of bytes per weight, which decode approaches only while weights dominate.
+    Memory capacity is ignored.  Returns the Axes.
+    """
+    lengths = np.unique(np.geomspace(16, max_len, 60).round().astype(int))
+    formats = {"INT8": Precision(weights="int8"), "INT4": Precision(weights="int4", group_size=128)}
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.8, 4.2))
+    for batch, style in ((1, "-"), (16, "--")):
+        base = np.asarray(decode_step(model, device, lengths, batch, "fp16", allow_overflow=True).time_si)
+        for label, precision in formats.items():
+            step = np.asarray(decode_step(model, device, lengths, batch, precision, allow_overflow=True).time_si)
+            ax.plot(lengths, base / step, style, label=f"decode, {label}, batch {batch}")
+    base = np.asarray(prefill(model, device, lengths, "fp16", allow_overflow=True).time_si)
+    quick = np.asarray(prefill(model, device, lengths, formats["INT4"], allow_overflow=True).time_si)
+    ax.plot(lengths, base / quick, color="black", lw=2, label="prefill, INT4")
+    for label, precision in formats.items():
+        ratio = 16 / precision.bits_per_weight
+        ax.axhline(ratio, color="grey", ls=":", lw=1)
+        ax.annotate(f"{label} byte ratio {ratio:.2f}x", (lengths[0], ratio), xytext=(2, 3),
+                    textcoords="offset points", fontsize=7, color="grey")
+    ax.set_xscale("log")
+    ax.set_xlabel("context (decode) or prompt (prefill) length, tokens")
+    ax.set_ylabel("speed-up over FP16 weights")
+    ax.legend(fontsize=7, loc="upper right")
     ax.grid(alpha=0.2)
     return ax

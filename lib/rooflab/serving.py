@@ -60,7 +60,7 @@ class DoesNotFit(ValueError):
     """The configuration needs more memory than the device has."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Setup:
     """Everything a phase needs, resolved and converted to SI once."""
 
@@ -109,14 +109,12 @@ def expected_experts(experts: int, experts_per_token: int, tokens):
 def _weight_read_bytes(s: _Setup, tokens):
     """Bytes of weights one forward pass over ``tokens`` tokens reads, embedding rows included."""
     m = s.model
+    head = m.vocab * m.d_model  # the untied head, or the tied matrix read as the head
     if m.is_moe:
         experts = expected_experts(m.experts, m.experts_per_token, tokens)
         non_embedding = m.shared_non_embedding_params + m.layers * experts * m.expert_params_per_layer()
-    else:
-        non_embedding = m.non_embedding_params
-    head = m.vocab * m.d_model  # the untied head, or the tied matrix read as the head
-    rows = tokens * m.d_model
-    return (non_embedding + head + rows) * s.bytes_per_weight
+        return (non_embedding + head + tokens * m.d_model) * s.bytes_per_weight
+    return (m.non_embedding_params + head + tokens * m.d_model) * s.bytes_per_weight
 
 
 def _fit(s: _Setup, tokens_held, gpu_memory_utilization: float = 1.0):
@@ -336,13 +334,11 @@ def request(
     fits = _check_fit(s, b * (n + out), "request", allow_overflow)
     pre = _prefill_si(s, n, b, fits)
     steps = out - 1
-    averaged = np.maximum(steps, 1)
-    decode_total = _decode_total_si(s, n, averaged, b)
-    itl = decode_total / averaged
-    decode_time = itl * steps
-    if np.ndim(itl) == 0:
-        itl, decode_time = float(itl), float(decode_time)
-    return Request(pre, pre.time_si, itl, decode_time, b, out, fits)
+    averaged = np.maximum(steps, 1) if isinstance(steps, np.ndarray) else max(steps, 1)
+    itl = _decode_total_si(s, n, averaged, b) / averaged
+    if not isinstance(itl, np.ndarray):
+        itl = float(itl)
+    return Request(pre, pre.time_si, itl, itl * steps, b, out, fits)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from .hardware import HARDWARE
 from .precision import Precision
 from .serving import DoesNotFit, decode_step, memory_budget, prefill, request
 
-__all__ = ["serving_explorer", "explain", "memory_explorer", "explain_memory"]
+__all__ = ["serving_explorer", "explain", "memory_explorer", "explain_memory", "precision_explorer"]
 
 
 def explain(model: str, device: str, precision: str, prompt_len: int, output_len: int, batch: int):
@@ -85,6 +85,34 @@ def memory_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L4",
         plt.show()
 
     return _explorer([[device, kv], [context, batch]], render)
+
+
+def precision_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L4", "A100-80GB", "H100-SXM", "H200", "B200", "MI300X")):
+    """Weight, KV-cache and compute formats chosen apart, with device, context and batch: TTFT, ITL,
+    what binds, memory, and both phases on the roofline of the compute format."""
+    device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
+    weights = w.Dropdown(options=["fp16", "fp8", "int8", "int4"], value="int4", description="weights")
+    kv = w.Dropdown(options=["fp16", "fp8"], value="fp16", description="KV cache")
+    compute = w.Dropdown(options=["fp16", "fp8", "int8", "int4"], value="fp16", description="compute")
+    context = w.IntSlider(value=2000, min=16, max=32768, step=16, description="context", continuous_update=False)
+    batch = w.IntSlider(value=1, min=1, max=256, description="batch", continuous_update=False)
+
+    def render():
+        try:
+            precision = Precision(weights=weights.value, kv=kv.value, compute=compute.value)
+        except ValueError as error:
+            print(f"Not possible: {error}")
+            return
+        text, costs = explain(model, device.value, precision, context.value, 256, batch.value)
+        print(text)
+        if costs:
+            budget = memory_budget(model, device.value, context.value + 256, batch.value, precision)
+            print(f"memory: weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} of {budget.capacity:.0f~P}")
+            _, ax = plt.subplots(figsize=(6.4, 3.8))
+            plots.roofline_figure(device.value, costs, precision=compute.value, ax=ax)
+            plt.show()
+
+    return _explorer([[device, weights, kv, compute], [context, batch]], render)
 
 
 def _explorer(rows: list[list], render) -> w.VBox:
