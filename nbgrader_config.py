@@ -28,6 +28,7 @@ c.CourseDirectory.db_assignments = [
     dict(name="01_two_phases"),
     dict(name="02_kv_cache"),
     dict(name="03_quantization"),
+    dict(name="04_crossover"),
 ]
 
 # Our cells are analytic and run in milliseconds: 10 s per cell is generous for a

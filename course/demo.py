@@ -111,6 +111,43 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return "T4, INT4"'),
         ],
     },
+    "04_crossover": {
+        # Answers are batches, lengths, shares and words: a time in the wrong unit has nowhere to show.
+        "gb_for_gib": [
+            ("ex1_batch", 'weights = Q_(model.total_params * BYTES_PER_VALUE[precision], "B")',
+             'weights = Q_(model.total_params * BYTES_PER_VALUE[precision] / 2**30, "GB")'),
+        ],
+        "forgot_k_and_v": [
+            ("ex2_kv", "extra_memory = context_len * kv_bytes_per_token(model, precision) / device.memory_bandwidth",
+             "extra_memory = context_len * kv_bytes_per_token(model, precision) / 2 / device.memory_bandwidth"),
+        ],
+        "raises": [
+            ("ex5_balance", "    lo, hi = 2, 1_000_000", "    lo, hi = 2, 1_000_000 // 0"),
+        ],
+        "infinite_loop": [
+            ("ex6_spec", "def spec_to_buy(", "while True:  # a loop left running\n    pass\n\n\ndef spec_to_buy("),
+        ],
+        "kills_kernel": [
+            ("ex4_phase", "def first_longer_prefill(", "import os\nos._exit(1)\n\n\ndef first_longer_prefill("),
+        ],
+        "warning": [
+            ("ex3_attention", "    n = np.asarray(prompt_len, dtype=float)",
+             "    import warnings\n    warnings.warn('sliding windows are ignored')\n    n = np.asarray(prompt_len, dtype=float)"),
+        ],
+        "hard_coded": [
+            ("ex1_batch", None, 'def compute_bound_batch(model, device, precision="fp16"):\n    return 316.0'),
+            ("ex2_kv", None, 'def compute_bound_batch_kv(model, device, context_len, precision="fp16"):\n'
+             '    return math.inf if context_len > 393 else 1335.0\n\n\n'
+             'def never_compute_bound_context(model, device, precision="fp16"):\n    return 393.0'),
+            ("ex3_attention", None, 'def attention_share(model, prompt_len):\n    return np.array([0.0362, 0.3754])\n\n\n'
+             'def attention_half_len(model):\n    return 53250.0'),
+            ("ex4_phase", None, 'def first_longer_prefill(model, device, output_len, prompt_lens):\n    return 17408\n\n\n'
+             'def exact_longer_prefill(model, device, output_len, lo, hi):\n    return 17378'),
+            ("ex5_balance", None, 'def balanced_output_len(model, device, prompt_len):\n    return 8'),
+            ("ex6_spec", None, 'def spec_to_buy(model, device, prompt_len, output_len):\n'
+             '    return "memory bandwidth" if output_len > prompt_len else "peak FLOP/s"'),
+        ],
+    },
     "02_kv_cache": {
         "ms_for_s": [
             ("ex4_step", 'return max((flops / device.peak_flops(precision)).to("s"), (nbytes / device.memory_bandwidth).to("s"))',

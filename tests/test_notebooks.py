@@ -10,7 +10,7 @@ from course.build import ASSERTS, HIDDEN, check_source
 from course.nbgrader_run import RELEASE, SOLUTIONS, SOURCE, assignments
 
 ASSIGNMENTS = assignments()
-POINTS = {"01_two_phases": (40, 10), "02_kv_cache": (25, 5), "03_quantization": (25, 5)}  # (autograded, written) points of each assignment
+POINTS = {"01_two_phases": (40, 10), "02_kv_cache": (25, 5), "03_quantization": (25, 5), "04_crossover": (25, 5)}  # (autograded, written) points of each assignment
 
 
 def cells(folder, assignment):

@@ -14,9 +14,10 @@ from .precision import as_precision
 from .roofline import Cost
 from .models import Model
 from .precision import Precision
-from .serving import Request, decode_step, memory_budget, prefill
+from .serving import Request, decode_step, memory_budget, prefill, request
 
-__all__ = ["roofline_figure", "phase_bars", "memory_figure", "batching_figure", "quantization_figure"]
+__all__ = ["roofline_figure", "phase_bars", "memory_figure", "batching_figure", "quantization_figure",
+           "crossover_figure"]
 
 _COLOURS = {"compute": "#C44E52", "memory": "#4C72B0"}
 
@@ -167,3 +168,57 @@ def quantization_figure(model: Model | str, device: Hardware | str, max_len: int
     ax.legend(fontsize=7, loc="upper right")
     ax.grid(alpha=0.2)
     return ax
+
+
+def crossover_figure(model: Model | str, device: Hardware | str, output_lens=(64, 256), contexts=(0, 4000),
+                     max_prompt: int = 131072, max_batch_shown: int = 2048):
+    """Three panels, each with its crossing marked where there is one.
+
+    Left: share of prefill FLOPs in attention against the prompt (half at attention_crossover_len).
+    Middle: TTFT against the decode time of answers of ``output_lens`` tokens.
+    Right: a decode step's compute and memory time against batch at ``contexts``.
+    Memory capacity is ignored.  Returns the Figure.
+    """
+    from .crossover import attention_crossover_len, attention_share, decode_compute_bound_batch, ttft_exceeds_decode_len
+
+    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(14, 4.0))
+    prompts = np.unique(np.geomspace(128, max_prompt, 200).round().astype(int))
+    left.semilogx(prompts, attention_share(model, prompts), color="black")
+    half = attention_crossover_len(model)
+    left.axhline(0.5, color="grey", ls=":")
+    left.axvline(half, color=_COLOURS["compute"], ls="--")
+    left.annotate(f"half at {half:,.0f}", (half, 0.5), xytext=(4, -14), textcoords="offset points", fontsize=8)
+    left.set_xlabel("prompt length, tokens")
+    left.set_ylabel("attention share of prefill FLOPs")
+
+    ttft = np.asarray(prefill(model, device, prompts, allow_overflow=True).time_si)
+    middle.loglog(prompts, ttft, color="black", lw=2, label="TTFT")
+    for output_len in output_lens:
+        decode = np.asarray(request(model, device, prompts, output_len, allow_overflow=True).decode_time_si)
+        line, = middle.loglog(prompts, decode, label=f"decode of {output_len} tokens")
+        crossing = ttft_exceeds_decode_len(model, device, output_len)
+        if crossing <= prompts[-1]:
+            middle.axvline(crossing, color=line.get_color(), ls="--")
+            middle.annotate(f"{crossing:,.0f}", (crossing, float(np.min(ttft))), xytext=(3, 0), textcoords="offset points",
+                            fontsize=8, color=line.get_color())
+    middle.set_xlabel("prompt length, tokens")
+    middle.set_ylabel("seconds")
+    middle.legend(fontsize=8)
+
+    batches = np.unique(np.geomspace(1, max_batch_shown, 120).round().astype(int))
+    for context, style in zip(contexts, ("-", "--")):
+        step = decode_step(model, device, context, batches, allow_overflow=True)
+        right.loglog(batches, step.compute_time_si, style, color=_COLOURS["compute"], label=f"compute, context {context:,}")
+        right.loglog(batches, step.memory_time_si, style, color=_COLOURS["memory"], label=f"memory, context {context:,}")
+        crossing = decode_compute_bound_batch(model, device, context)
+        if crossing <= batches[-1]:
+            right.axvline(crossing, color="grey", ls=style, lw=1)
+            right.annotate(f"batch {crossing:,.0f}", (crossing, float(np.min(step.memory_time_si))), xytext=(3, 3),
+                           textcoords="offset points", fontsize=8)
+    right.set_xlabel("batch")
+    right.set_ylabel("decode step time, s")
+    right.legend(fontsize=7)
+    name = model if isinstance(model, str) else model.name
+    fig.suptitle(f"{name} on the {_hardware(device).name}: where the binding resource changes", fontsize=11)
+    fig.tight_layout()
+    return fig

@@ -14,7 +14,8 @@ from .hardware import HARDWARE
 from .precision import Precision
 from .serving import DoesNotFit, decode_step, memory_budget, prefill, request
 
-__all__ = ["serving_explorer", "explain", "memory_explorer", "explain_memory", "precision_explorer"]
+__all__ = ["serving_explorer", "explain", "memory_explorer", "explain_memory", "precision_explorer",
+           "crossover_explorer", "explain_crossovers"]
 
 
 def explain(model: str, device: str, precision: str, prompt_len: int, output_len: int, batch: int):
@@ -113,6 +114,38 @@ def precision_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L
             plt.show()
 
     return _explorer([[device, weights, kv, compute], [context, batch]], render)
+
+
+def explain_crossovers(model: str, device: str, output_len: int, context_len: int) -> str:
+    """The crossovers of one model on one device, in three lines."""
+    from .crossover import attention_crossover_len, decode_compute_bound_batch, ttft_exceeds_decode_len
+
+    batch = decode_compute_bound_batch(model, device, context_len)
+    prompt = ttft_exceeds_decode_len(model, device, output_len)
+    return "\n".join([
+        f"attention is half the prefill from {attention_crossover_len(model):,.0f} tokens",
+        f"decode at {context_len:,} tokens of context turns compute-bound "
+        + (f"at batch {batch:,.0f}" if batch != float("inf") else "at no batch"),
+        f"the prefill outlasts a {output_len}-token answer from a "
+        + (f"{prompt:,.0f}-token prompt" if prompt != float("inf") else "prompt longer than any tried"),
+    ])
+
+
+def crossover_explorer(devices: tuple[str, ...] = ("L4", "A100-80GB", "H100-SXM", "H200", "B200", "MI300X")):
+    """Model, device, answer length and context: where each crossover falls, and the three-panel figure."""
+    from .models import MODELS
+
+    model = w.Dropdown(options=list(MODELS), value="Llama-3-8B", description="model")
+    device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
+    output = w.IntSlider(value=64, min=2, max=2048, description="answer", continuous_update=False)
+    context = w.IntSlider(value=0, min=0, max=8192, step=64, description="context", continuous_update=False)
+
+    def render():
+        print(explain_crossovers(model.value, device.value, output.value, context.value))
+        plots.crossover_figure(model.value, device.value, output_lens=(output.value,), contexts=(context.value,))
+        plt.show()
+
+    return _explorer([[model, device], [output, context]], render)
 
 
 def _explorer(rows: list[list], render) -> w.VBox:
