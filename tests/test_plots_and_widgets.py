@@ -60,3 +60,20 @@ def test_batching_figure_falls_short_of_the_ideal_at_long_context():
     ax = plots.batching_figure("Llama-3-8B", "H100", contexts=(2000,), max_batch_shown=64)
     ideal, curve = ax.get_lines()
     assert curve.get_ydata()[-1] < 0.55 * ideal.get_ydata()[-1]  # about 32x at batch 64, not 64x
+
+
+def test_quantization_figure_shows_decode_gains_below_the_byte_ratio():
+    ax = plots.quantization_figure("Llama-3-8B", "H100")
+    decode_int4 = next(line for line in ax.get_lines() if line.get_label() == "decode, INT4, batch 16")
+    gains = decode_int4.get_ydata()
+    assert gains[0] > 3.8 and gains[-1] < 1.5  # near 16 / 4.125 at short context, far below it at 32k
+
+
+def test_crossover_explain_and_figure():
+    text = widgets.explain_crossovers("Llama-3-8B", "H100-SXM", 64, 4000)
+    assert "53,250 tokens" in text and "at no batch" in text
+    # attention half way at P / (L x A) = 6,979,588,096 / (32 x 4096) = 53,250
+    fig = plots.crossover_figure("Llama-3-8B", "H100")
+    assert len(fig.axes) == 3
+    box = widgets.crossover_explorer()
+    assert [c.description for row in box.children[:2] for c in row.children] == ["model", "GPU", "answer", "context"]
