@@ -48,13 +48,21 @@ def main() -> None:
     print(f"matplotlib or ipywidgets imported by 'import rooflab': {heavy}")
 
     try:
-        import mlsysim  # noqa: F401  (an optional point of comparison)
+        import mlsysim  # an optional point of comparison, never a dependency
     except ImportError:
-        print("mlsysim is not installed: no comparison run")
-    else:
-        from mlsysim.solvers import ServingModel
-        theirs = best("ServingModel().solve()", "from mlsysim.solvers import ServingModel", 200)
-        print(f"mlsysim ServingModel().solve(): {theirs * 1e6:.1f}us, ratio to rooflab request {theirs / one:.1f}x")
+        print("mlsysim is not installed: no comparison run (pip install mlsysim to add one)")
+        return
+    theirs_setup = ("import mlsysim; from mlsysim.solvers import ServingModel; s = ServingModel();"
+                    "m = mlsysim.Models.Language.Llama3_8B; h = mlsysim.Hardware.Cloud.H100")
+    theirs = best("s.solve(m, h, seq_len=2000, batch_size=1)", theirs_setup, 200)
+    print(f"mlsysim ServingModel().solve(Llama3_8B, H100, seq_len=2000): {theirs * 1e6:.0f}us, "
+          f"{theirs / one:.1f}x rooflab's request with quantities")
+    from mlsysim.solvers import ServingModel
+    import rooflab as rl
+    r = ServingModel().solve(mlsysim.Models.Language.Llama3_8B, mlsysim.Hardware.Cloud.H100, seq_len=2000, batch_size=1)
+    ours = rl.request("Llama-3-8B", "H100", 2000, 2, mfu=0.5, mbu=0.5)
+    print(f"  their TTFT {r.ttft:.1f~P}, ITL {r.itl:.2f~P} (default efficiency 0.5); rooflab at MFU = MBU = 0.5: "
+          f"TTFT {ours.ttft:.1f~P}, ITL {ours.itl:.2f~P}")
 
 
 if __name__ == "__main__":
