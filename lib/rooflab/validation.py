@@ -24,6 +24,8 @@ def lengths(value: object, name: str, minimum: int = 1) -> int | np.ndarray:
     in tokens.  Rejects booleans, fractions, NaN, infinities and values below
     ``minimum``, naming ``name``.
     """
+    if type(value) is int and value >= minimum:  # the common case, without the ABC checks below
+        return value
     if isinstance(value, pint.Quantity):
         value = to_si(value, "tokens", name)
     if isinstance(value, bool) or isinstance(value, np.bool_):
@@ -51,6 +53,8 @@ def lengths(value: object, name: str, minimum: int = 1) -> int | np.ndarray:
 
 def fraction(value: object, name: str) -> float:
     """Return an efficiency factor (MFU, MBU, memory utilisation) as a float in (0, 1]."""
+    if type(value) is float and 0 < value <= 1:  # the common case, without the ABC checks below
+        return value
     if isinstance(value, pint.Quantity):
         value = to_si(value, "dimensionless", name)
     if isinstance(value, bool) or not isinstance(value, Real):
