@@ -52,9 +52,12 @@ def roofline_figure(
         achieved = np.asarray(cost.flops_si / cost.time_si, dtype=float) / 1e12
         colour = _COLOURS[cost.bound if isinstance(cost.bound, str) else "memory"]
         ax.plot(intensity, achieved, "o", ms=8, color=colour)
+        on_flat_roof = cost.bound == "compute" if isinstance(cost.bound, str) else False
         ax.annotate(f"{label}\n({cost.bound if isinstance(cost.bound, str) else 'sweep'}-bound)",
                     (float(intensity.flat[-1]), float(achieved.flat[-1])),
-                    xytext=(6, -14), textcoords="offset points", fontsize=8, color=colour)
+                    # under the flat roof the label would sit on the line: put it below the point
+                    xytext=(0, -30) if on_flat_roof else (6, -14), ha="center" if on_flat_roof else "left",
+                    textcoords="offset points", fontsize=8, color=colour)
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel(f"attainable {precision} TFLOP/s")
     ax.set_title(f"{device.name}: {peak / 1e12:.0f} TFLOP/s, {bandwidth / 1e12:.2f} TB/s")
