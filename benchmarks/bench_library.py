@@ -9,7 +9,6 @@ import subprocess
 import sys
 import timeit
 
-import numpy as np
 
 
 def best(stmt, setup, number, repeat=7):

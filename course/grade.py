@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import preflight, report
-from .nbgrader_run import ROOT, SOURCE, assignments, nbgrader, write_notebook
+from .nbgrader_run import SOURCE, assignments, nbgrader, write_notebook
 
 GIB = 2**30
 

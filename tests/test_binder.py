@@ -1,11 +1,9 @@
 """Binder gets what the tests ran: a clean environment from .binder/ alone runs the release notebook."""
 
-import json
 import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

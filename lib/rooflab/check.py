@@ -28,7 +28,6 @@ import importlib.util
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from numbers import Real
 
 import numpy as np
 import pint
