@@ -6,7 +6,6 @@ from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
     ClearHiddenTests,
-    Execute,
     GetGrades,
     IgnorePattern,
     LimitOutput,
@@ -14,6 +13,7 @@ from nbgrader.preprocessors import (
 )
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 
+from course.autograde import SandboxedExecute
 from course.limits import CapOutputBytes
 
 c = get_config()  # noqa: F821 - provided by traitlets when it loads this file
@@ -53,8 +53,12 @@ c.IgnorePattern.pattern = r"(?m)^.*Warning: "
 c.LimitOutput.max_lines = 200
 c.LimitOutput.max_traceback = 20
 c.CapOutputBytes.max_bytes = 20_000
+# The grade of record: nbgrader's Execute is replaced by SandboxedExecute, which runs the
+# student's kernel in a sandbox and the course's test cells in the grader's own process
+# (course/autograde.py); nbgrader then scores the verdicts it wrote, as usual.
+c.SandboxedExecute.cell_seconds = 10
 c.Autograde.autograde_preprocessors = [
-    Execute,
+    SandboxedExecute,
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,

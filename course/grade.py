@@ -6,7 +6,9 @@ Steps, each of which records rather than stops on a bad submission:
    assignments there (this fills its gradebook);
 3. pre-flight every submission (course.preflight);
 4. autograde each student in a process of its own, N at a time, under a
-   wall-clock, memory and process limit (course.limits);
+   wall-clock and memory limit (course.limits); inside it, nbgrader runs the
+   student's kernel in a sandbox and the tests in its own process
+   (course.autograde), so the grade is computed where student code cannot reach;
 5. generate feedback, then write grades.csv and report/ (course.report).
 """
 
@@ -22,8 +24,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import preflight, report
-from .nbgrader_run import SOURCE, assignments, nbgrader, write_notebook
+from . import preflight, report, sandbox
+from .nbgrader_run import RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrader, write_notebook
 
 GIB = 2**30
 
@@ -33,9 +35,11 @@ class Limits:
     """What grading one student may cost."""
 
     wall_seconds: float = 300.0  # the whole autograde process of one student
-    memory_bytes: int = 4 * GIB  # address space of the grader and the kernel it starts
-    processes: int = 64  # beyond what the user already runs
-    file_bytes: int = 256 * 2**20  # largest file a submission may write
+    memory_bytes: int = 4 * GIB  # address space of each process, the grader's and the sandbox's
+    processes: int = 64  # processes the sandbox may run
+    file_bytes: int = 64 * 2**20  # largest file a submission may write
+    disk_bytes: int = 256 * 2**20  # bytes a submission may write in all (per sandbox folder)
+    cell_seconds: float = 10.0  # one cell, or one request of the grader
 
 
 @dataclass
@@ -86,29 +90,43 @@ def _generate(assignment: str, root: Path) -> subprocess.CompletedProcess:
                     f"--CourseDirectory.source_directory={SOURCE}", root=root)
 
 
-def _autograde(student: str, root: Path, limits: Limits) -> tuple[str, str | None]:
+def _autograde(student: str, root: Path, limits: Limits, isolation: str,
+               submissions: Path) -> tuple[str, str | None]:
     """Autograde all of one student's assignments in one limited process; return (student, problem)."""
-    prefix = [sys.executable, "-m", "course.limits", str(limits.memory_bytes), str(limits.processes),
-              str(limits.file_bytes), "--"]
+    prefix = [sys.executable, "-m", "course.limits", str(limits.memory_bytes), str(4 * limits.processes), str(2**40), "--"]
+    hide = ":".join(str(p) for p in (root, SOURCE, SOLUTIONS, RELEASE, submissions, ROOT / ".git", Path.home()))
     try:
         done = nbgrader("autograde", "*", "--student", student, "--force",
                         f"--CourseDirectory.source_directory={SOURCE}",
+                        f"--SandboxedExecute.isolation={isolation}",
+                        f"--SandboxedExecute.record_dir={root / 'records'}",
+                        f"--SandboxedExecute.cell_seconds={limits.cell_seconds}",
+                        f"--SandboxedExecute.memory_bytes={limits.memory_bytes}",
+                        f"--SandboxedExecute.processes={limits.processes}",
+                        f"--SandboxedExecute.file_bytes={limits.file_bytes}",
+                        f"--SandboxedExecute.disk_bytes={limits.disk_bytes}",
+                        f"--SandboxedExecute.hide={hide}",
+                        f"--SandboxedExecute.release_dir={root / 'release'}",
                         root=root, timeout=limits.wall_seconds, prefix=prefix)
     except subprocess.TimeoutExpired:
         return student, f"grading took longer than {limits.wall_seconds:.0f} s and was stopped"
+    except OSError as error:
+        return student, f"the grader could not start: {error}"
     if done.returncode != 0:
-        return student, _nbgrader_error(done.stdout + done.stderr)
+        return student, _nbgrader_error(done.stdout + done.stderr, done.returncode)
     return student, None
 
 
-def _nbgrader_error(log: str) -> str:
+def _nbgrader_error(log: str, returncode: int = 1) -> str:
     """The line of nbgrader's log that says what went wrong, shortened."""
     lines = [l.strip() for l in log.splitlines() if l.strip()]
     for key in ("Kernel died", "DeadKernelError", "MemoryError", "CellTimeoutError", "ERROR"):
         for line in lines:
             if key in line:
                 return line[:300]
-    return (lines[-1] if lines else "nbgrader failed without a message")[:300]
+    if returncode < 0:
+        return f"the grader process was killed by signal {-returncode}"
+    return (lines[-1] if lines else f"nbgrader failed without a message (exit code {returncode})")[:300]
 
 
 def _progress(done: int, total: int, started: float, stream=sys.stderr) -> None:
@@ -122,10 +140,17 @@ def _progress(done: int, total: int, started: float, stream=sys.stderr) -> None:
     stream.flush()
 
 
+class NoSandbox(RuntimeError):
+    """Grading was asked for on a machine that offers no isolation, without --no-sandbox."""
+
+
 def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None = None,
-          quiet: bool = False) -> list[report.Row]:
+          quiet: bool = False, no_sandbox: bool = False) -> list[report.Row]:
     """Grade every submission under ``submissions`` into ``out``; return one row per submission."""
     limits = limits or Limits()
+    isolation = sandbox.NO_SANDBOX if no_sandbox else sandbox.isolation()
+    if isolation == sandbox.NO_SANDBOX and not no_sandbox:
+        raise NoSandbox("this machine offers no sandbox for student code: " + sandbox.INSTALL_HINT)
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     known = assignments()
@@ -157,7 +182,8 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
     problems: dict[str, str] = {}
     started = time.time()
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(_autograde, s, root, limits) for s in sorted(to_grade)]
+        futures = [pool.submit(_autograde, s, root, limits, isolation, Path(submissions).resolve())
+                   for s in sorted(to_grade)]
         for count, future in enumerate(as_completed(futures), 1):
             student, problem = future.result()
             if problem:
@@ -170,6 +196,6 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
         if done.returncode != 0 and not quiet:
             print(f"warning: generate_feedback {assignment} reported: {_nbgrader_error(done.stdout + done.stderr)}",
                   file=sys.stderr)
-    rows = report.collect_rows(root, outcomes, problems)
+    rows = report.collect_rows(root, outcomes, problems, isolation)
     report.write(rows, root, out)
     return rows

@@ -88,13 +88,16 @@ def rebuild(student: dict, release: dict) -> dict:
         if grade_id:
             # Of copies, the last wins: it is the definition in force after Run All.
             answers[grade_id] = cell
+    graded_ids = {_meta(c).get("grade_id") for c in release["cells"] if _graded(c)}
     extras: dict[str | None, list[dict]] = {}
     anchor = None
     for cell in student["cells"]:
         if cell.get("id") in release_ids:
             anchor = cell.get("id")
-        elif not _meta(cell):
-            extras.setdefault(anchor, []).append(cell)
+        elif _meta(cell).get("grade_id") not in graded_ids:
+            # The student's own cell (any nbgrader metadata on it is theirs to invent, so it goes).
+            metadata = {k: v for k, v in (cell.get("metadata") or {}).items() if k != "nbgrader"}
+            extras.setdefault(anchor, []).append(dict(cell, metadata=metadata))
     cells = [dict(c, outputs=[]) if c.get("cell_type") == "code" else dict(c) for c in extras.get(None, [])]
     for cell in release["cells"]:
         meta = _meta(cell)
@@ -133,7 +136,8 @@ def prepare(student: str, assignment: str, files: list[Path], release: Path) -> 
         return Prepared(student, assignment, None, notes, problem)
     released, _ = load(release)
     issues = diagnose(notebook, released)
+    # Always rebuilt, so every graded cell's metadata (points, flags, locks, type) is the release's.
+    notebook = rebuild(notebook, released)
     if issues:
-        notebook = rebuild(notebook, released)
         notes.append("rebuilt from the release copy: " + "; ".join(issues))
     return Prepared(student, assignment, notebook, notes)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MISTAKE = re.compile(r"\[mistake: ([^\]]+)\]")
-COLUMNS = ["student", "assignment", "score", "max_score", "manual_pending", "status", "reason"]
+COLUMNS = ["student", "assignment", "score", "max_score", "manual_pending", "status", "reason", "flags"]
 
 
 @dataclass
@@ -31,6 +31,7 @@ class Row:
     reason: str
     cells: dict[str, tuple[float, float]] = field(default_factory=dict)  # grade_id -> (score, max)
     mistakes: list[tuple[str, str]] = field(default_factory=list)  # (grade_id, mistake)
+    flags: list[str] = field(default_factory=list)  # for the instructor: what the grader noticed
 
     def as_csv(self) -> dict:
         return {
@@ -41,6 +42,7 @@ class Row:
             "manual_pending": f"{self.manual_pending:g}",
             "status": self.status,
             "reason": self.reason,
+            "flags": "; ".join(self.flags),
         }
 
 
@@ -61,7 +63,16 @@ def _mistakes(path: Path) -> list[tuple[str, str]]:
     return found
 
 
-def collect_rows(root: Path, outcomes, problems: dict[str, str]) -> list[Row]:
+def _record(root: Path, student: str, assignment: str) -> dict:
+    """What the sandboxed grading recorded for one submission (course.autograde), or {}."""
+    try:
+        record = json.loads((root / "records" / student / f"{assignment}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def collect_rows(root: Path, outcomes, problems: dict[str, str], isolation: str = "bwrap") -> list[Row]:
     """One Row per outcome, reading scores from the gradebook in ``root``."""
     from nbgrader.api import Gradebook, MissingEntry
 
@@ -84,6 +95,14 @@ def collect_rows(root: Path, outcomes, problems: dict[str, str]) -> list[Row]:
                 why = problems.get(outcome.student, "nbgrader produced no graded notebook")
                 rows.append(Row(outcome.student, outcome.assignment, 0.0, top, 0.0, "ungradable", _join(why, reason)))
                 continue
+            record = _record(root, outcome.student, outcome.assignment)
+            flags = list(record.get("lost", [])) + list(dict.fromkeys(record.get("flags", [])))
+            if isolation == "none":
+                flags.insert(0, "graded without a sandbox (--no-sandbox)")
+            if record.get("problem"):
+                rows.append(Row(outcome.student, outcome.assignment, 0.0, top, 0.0, "ungradable",
+                                _join(record["problem"], reason), flags=flags))
+                continue
             cells, pending = {}, 0.0
             for notebook in submission.notebooks:
                 for g in notebook.grades:
@@ -93,7 +112,8 @@ def collect_rows(root: Path, outcomes, problems: dict[str, str]) -> list[Row]:
                         pending += float(g.max_score)
             score = sum(s for s, _ in cells.values())
             mistakes = [m for path in graded for m in _mistakes(path)]
-            rows.append(Row(outcome.student, outcome.assignment, score, top, pending, "graded", reason, cells, mistakes))
+            rows.append(Row(outcome.student, outcome.assignment, score, top, pending, "graded", reason, cells, mistakes,
+                            flags))
     return sorted(rows, key=lambda r: (r.student, r.assignment))
 
 

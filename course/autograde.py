@@ -1,0 +1,164 @@
+"""nbgrader's Execute step, replaced: the notebook runs in a sandbox, the tests run here.
+
+:class:`SandboxedExecute` takes Execute's place in ``Autograde.autograde_preprocessors``
+(nbgrader_config.py).  nbgrader still restores the locked cells and hidden
+tests from its gradebook first, and still reads the scores from the test
+cells' outputs afterwards; in between, this step
+
+1. sends the notebook, with every hidden test removed, to the student's
+   kernel in its sandbox (:mod:`course.sandbox`), and takes back the outputs;
+2. runs each graded test cell's trusted code in this process against that
+   kernel (:mod:`course.trusted`), with the derivation rules read from the
+   student's source (:mod:`course.source_rules`), and writes the verdict as
+   the cell's outputs, which is what nbgrader scores;
+3. records, per submission, the flags for the instructor: uses of the tools
+   the rules watch, cells lost to a hang or a crash, and test cells that
+   passed in the kernel but not here (the signature of a faked checker).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Float, Integer, Unicode
+
+from . import source_rules, trusted
+from .sandbox import Sandbox, SandboxError, SandboxLimits
+
+HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n?.*?### END HIDDEN TESTS\n?", re.S)
+ASSERTS = re.compile(r"check\.(quantity|number|choice)\(|\bassert\b")
+
+
+def _text(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _meta(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def is_test(cell) -> bool:
+    meta = _meta(cell)
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def is_student(cell) -> bool:
+    """A cell whose code the student wrote: an answer cell or one of their own."""
+    meta = _meta(cell)
+    return cell.get("cell_type") == "code" and (not meta or bool(meta.get("solution")))
+
+
+def for_the_sandbox(notebook: dict) -> dict:
+    """The notebook as the kernel may see it: hidden tests removed, outputs cleared."""
+    cells = []
+    for cell in notebook["cells"]:
+        cell = dict(cell)
+        if cell.get("cell_type") == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+            if is_test(cell):
+                cell["source"] = HIDDEN.sub("# (hidden tests: run by the grader)\n", _text(cell))
+        cells.append(cell)
+    return dict(notebook, cells=cells)
+
+
+def grade_notebook(notebook: dict, kind: str, limits: SandboxLimits, hide: list[Path] = (),
+                   release: dict | None = None) -> tuple[dict, dict]:
+    """Run ``notebook`` (after nbgrader restored its tests) and grade it; return (notebook with outputs, record).
+
+    ``release`` is the student's starting copy: its cells, where unchanged, are the
+    course's own code, not the student's.  The record holds the flags, the lost
+    cells and the verdict of every test cell.
+    """
+    provided = {(c.get("id"), _text(c)) for c in (release or {}).get("cells", []) if not _meta(c).get("solution")}
+    record: dict = {"isolation": kind, "flags": [], "lost": [], "tests": {}}
+    sandbox = Sandbox(for_the_sandbox(notebook), kind=kind, limits=limits, hide=list(hide))
+    try:
+        try:
+            executed = sandbox.run()
+        except SandboxError as error:
+            record["problem"] = str(error)
+            executed = None
+        cells = [dict(c) for c in notebook["cells"]]
+        if executed is not None:
+            for cell, ran in zip(cells, executed["cells"]):
+                if cell.get("cell_type") == "code":
+                    cell["outputs"] = ran.get("outputs", []) if isinstance(ran.get("outputs"), list) else []
+                    count = ran.get("execution_count")
+                    cell["execution_count"] = count if isinstance(count, int) else None
+        for lost in sandbox.lost:
+            cell = cells[lost.index]
+            where = _meta(cell).get("grade_id") or cell.get("id")
+            cell["outputs"] = [{"output_type": "error", "ename": "GraderError",
+                                "evalue": f"this cell {lost.why}; the grader ran the rest of the notebook without it",
+                                "traceback": [f"GraderError: this cell {lost.why}"]}]
+            record["lost"].append(f"cell {where} {lost.why}")
+        student = source_rules.Notebook.read([(c.get("id") or f"cell-{i}", _text(c)) for i, c in enumerate(cells)
+                                              if is_student(c) and (c.get("id"), _text(c)) not in provided])
+        record["flags"] = [str(u) for u in student.flags()]
+        answer_cell = {}
+        for cell in cells:
+            if _meta(cell).get("solution") and cell.get("cell_type") == "code":
+                for name in source_rules.read_cell(cell.get("id", ""), _text(cell)).defines:
+                    answer_cell.setdefault(name, cell.get("id"))
+        setup = [_text(c) for c in cells if _meta(c).get("locked") and not _meta(c).get("grade")
+                 and not _meta(c).get("solution") and c.get("cell_type") == "code"]
+        base = trusted.setup_namespace(setup)
+        for cell in cells:
+            if not is_test(cell):
+                continue
+            grade_id = _meta(cell).get("grade_id")
+            code = _text(cell)
+            in_kernel = not any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+            if executed is None:
+                verdict = trusted.Verdict(False, error=("GraderError", record["problem"]))
+            else:
+                derivation = {name: student.derivation_problem(name, answer_cell.get(name))
+                              for name in trusted.derived_names(code)}
+                verdict = trusted.run_test(code, base, sandbox, derivation)
+            visible = ASSERTS.search(HIDDEN.sub("", code))
+            if visible and in_kernel and not verdict.passed and executed is not None:
+                record["flags"].append(f"{grade_id} passed in the kernel but fails here (a faked checker?)")
+            record["flags"] += verdict.notes
+            record["tests"][grade_id] = {"passed": verdict.passed, "error": verdict.error}
+            cell["outputs"] = verdict.outputs()
+    finally:
+        sandbox.close()
+    record["restarts"] = sandbox.restarts
+    record["sandbox_start_seconds"] = sandbox.started_seconds
+    return dict(notebook, cells=cells), record
+
+
+class SandboxedExecute(NbGraderPreprocessor):
+    """Execute, in a sandbox, with the tests run by the grader (see the module's docstring)."""
+
+    isolation = Unicode("bwrap", help="bwrap, unshare or none").tag(config=True)
+    cell_seconds = Float(10.0, help="Seconds one cell or one request may take").tag(config=True)
+    memory_bytes = Integer(4 * 2**30, help="Address space of each sandboxed process").tag(config=True)
+    processes = Integer(64, help="Processes the sandbox may run").tag(config=True)
+    file_bytes = Integer(64 * 2**20, help="Largest file the sandbox may write").tag(config=True)
+    disk_bytes = Integer(256 * 2**20, help="Bytes the sandbox may write in all, per folder").tag(config=True)
+    record_dir = Unicode("", help="Where each submission's grading record (flags, lost cells) goes").tag(config=True)
+    hide = Unicode("", help="Folders to cover when the isolation is unshare, separated by ':'").tag(config=True)
+    release_dir = Unicode("", help="The release folder: its unchanged cells are the course's code").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        import nbformat
+
+        limits = SandboxLimits(cell_seconds=self.cell_seconds, memory_bytes=self.memory_bytes,
+                               processes=self.processes, file_bytes=self.file_bytes, disk_bytes=self.disk_bytes)
+        hide = [Path(p) for p in self.hide.split(":") if p]
+        info = resources.get("nbgrader", {})
+        release = None
+        if self.release_dir:
+            path = Path(self.release_dir) / str(info.get("assignment", "")) / f"{info.get('notebook', '')}.ipynb"
+            release = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        graded, record = grade_notebook(json.loads(nbformat.writes(nb)), self.isolation, limits, hide, release)
+        if self.record_dir:
+            target = Path(self.record_dir) / str(info.get("student", "unknown")) / f"{info.get('assignment', 'x')}.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(record, indent=1), encoding="utf-8")
+        return nbformat.reads(json.dumps(graded), as_version=4), resources

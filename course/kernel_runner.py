@@ -1,0 +1,183 @@
+"""The untrusted half of grading: runs inside the sandbox, next to the student's kernel.
+
+Started by :mod:`course.sandbox` as ``python kernel_runner.py`` with nothing
+but the Python environment and the library visible.  It speaks JSON lines:
+
+- it reads one line ``{"notebook": {...}, "skip": [cell indices], "timeout": s}``,
+  runs the notebook's code cells in an IPython kernel (errors do not stop it),
+  announcing each cell before it runs (``{"event": "cell", "index": i}``) so
+  that the grader knows which cell hung if the line stops coming, then sends
+  ``{"event": "executed", "notebook": {...}}``;
+- then it answers requests, one line each: ``{"op": "describe", "names": [...]}``
+  (is each name missing, callable, or a value, and the value as plain data) and
+  ``{"op": "call", "name": ..., "args": [...], "kwargs": {...}}`` (the result of
+  calling the student's function, as plain data).
+
+Nothing here is trusted: the student's code shares this process's user and
+could forge any line.  The grader reads every line as hostile input, and the
+worst a forged line can do is change that student's own answers.  This file
+imports nothing from the course, so it can be bound into the sandbox alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+# Code run in the student's kernel to answer one request.  It is sent whole each
+# time (a submission may have overwritten an earlier copy), defines nothing that
+# stays, and hands back a JSON string as the cell's value.
+PROBE = r'''
+def _rooflab_probe(request):
+    import dataclasses, json, math
+    def encode(value, depth=0):
+        if depth > 8:
+            return {"__repr__": "nested too deeply"}
+        if value is None or isinstance(value, (bool, str)):
+            return value if not isinstance(value, str) else value[:10000]
+        if isinstance(value, int):
+            return value if abs(value) < 2**63 else float(value)
+        if isinstance(value, float):
+            return value if math.isfinite(value) else {"__float__": repr(value)}
+        module = type(value).__module__ or ""
+        if module.startswith("numpy"):
+            import numpy
+            if isinstance(value, numpy.ndarray):
+                if value.size > 100000 or value.dtype.kind not in "biuf":
+                    return {"__repr__": f"array of {value.size} {value.dtype}"}
+                return {"__array__": encode(value.astype(float).tolist(), depth + 1)}
+            if isinstance(value, numpy.generic):
+                return encode(value.item(), depth + 1)
+        if module.startswith("pint") and hasattr(value, "magnitude") and hasattr(value, "units"):
+            return {"__quantity__": encode(value.magnitude, depth + 1), "units": format(value.units, "D")}
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {"__record__": type(value).__name__, "name": str(getattr(value, "name", ""))[:200]}
+        if isinstance(value, (list, tuple)):
+            items = [encode(v, depth + 1) for v in list(value)[:10000]]
+            return {"__tuple__": items} if isinstance(value, tuple) else items
+        if isinstance(value, dict):
+            return {"__dict__": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in list(value.items())[:10000]]}
+        return {"__repr__": f"{type(value).__name__}: {repr(value)[:200]}"}
+
+    def decode(value):
+        import rooflab
+        if isinstance(value, list):
+            return [decode(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if "__quantity__" in value:
+            return rooflab.Q_(decode(value["__quantity__"]), value["units"])
+        if "__array__" in value:
+            import numpy
+            return numpy.asarray(decode(value["__array__"]))
+        if "__tuple__" in value:
+            return tuple(decode(v) for v in value["__tuple__"])
+        if "__dict__" in value:
+            return {decode(k): decode(v) for k, v in value["__dict__"]}
+        if "__record__" in value:
+            kind = getattr(rooflab, value["__record__"])
+            fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in value["fields"].items()}
+            return kind(**fields)
+        return value
+
+    namespace = globals()
+    if request["op"] == "describe":
+        found = {}
+        for name in request["names"]:
+            if name not in namespace:
+                found[name] = {"kind": "missing"}
+            elif callable(namespace[name]) and not isinstance(namespace[name], type):
+                found[name] = {"kind": "callable"}
+            else:
+                found[name] = {"kind": "value", "value": encode(namespace[name])}
+        return json.dumps({"ok": True, "names": found})
+    function = namespace.get(request["name"])
+    if function is None:
+        return json.dumps({"ok": False, "error": "NameError", "message": f"name {request['name']!r} is not defined"})
+    args = [decode(a) for a in request["args"]]
+    kwargs = {k: decode(v) for k, v in request["kwargs"].items()}
+    try:
+        if request.get("derive"):
+            import rooflab.check
+            with rooflab.check.derive_yourself():
+                result = function(*args, **kwargs)
+        else:
+            result = function(*args, **kwargs)
+    except BaseException as error:
+        return json.dumps({"ok": False, "error": type(error).__name__, "message": str(error)[:2000],
+                           "bases": [c.__name__ for c in type(error).__mro__][:20]})
+    return json.dumps({"ok": True, "value": encode(result)})
+
+with open(__ANSWER__, "w") as _rooflab_file:
+    _rooflab_file.write(_rooflab_probe(__REQUEST__))
+'''
+
+
+def send(message: dict) -> None:
+    sys.__stdout__.write(json.dumps(message) + "\n")
+    sys.__stdout__.flush()
+
+
+ANSWER = ".rooflab_answer.json"
+
+
+def answer(client, request: dict) -> dict:
+    """Run one request in the kernel and return its reply.
+
+    A timeout or a dead kernel raises: the runner then stops, and the grader,
+    which sees the line never come, replaces the sandbox.
+    """
+    import nbformat
+
+    if os.path.exists(ANSWER):
+        os.remove(ANSWER)
+    code = PROBE.replace("__REQUEST__", repr(request)).replace("__ANSWER__", repr(os.path.abspath(ANSWER)))
+    cell = nbformat.v4.new_code_cell(code)
+    client.execute_cell(cell, 0)
+    try:
+        with open(ANSWER, encoding="utf-8") as handle:
+            return json.loads(handle.read(10_000_000))
+    except (OSError, ValueError):
+        pass
+    errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+    if errors:
+        return {"ok": False, "error": errors[0].get("ename", "Error"), "message": errors[0].get("evalue", "")[:2000]}
+    return {"ok": False, "error": "ProtocolError", "message": "the kernel gave no answer to the grader's request"}
+
+
+def main() -> None:
+    import nbformat
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+
+    start = json.loads(sys.stdin.readline())
+    notebook = nbformat.reads(json.dumps(start["notebook"]), as_version=4)
+    skip = set(start.get("skip", []))
+    # IPC sockets in the private working folder: no TCP port, nothing to reach from outside.
+    manager = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.abspath("kernel"))
+    client = NotebookClient(
+        notebook, km=manager, timeout=start.get("timeout", 10), allow_errors=True,
+        interrupt_on_timeout=False, record_timing=False,
+        resources={"metadata": {"path": os.getcwd()}},
+        on_cell_start=lambda cell, cell_index: send({"event": "cell", "index": cell_index}),
+    )
+    # The kernel gets no stdin and no way to write on the grader's line directly.
+    with client.setup_kernel(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+        for index, cell in enumerate(notebook.cells):
+            if cell.cell_type != "code" or index in skip:
+                continue
+            try:
+                client.execute_cell(cell, index)
+            except Exception as error:  # the cell hung or killed its kernel: say which, then stop
+                send({"event": "lost", "index": index, "why": type(error).__name__})
+                raise
+        send({"event": "executed", "notebook": notebook})
+        client.on_cell_start = None
+        for line in sys.stdin:
+            send(answer(client, json.loads(line)))
+
+
+if __name__ == "__main__":
+    main()

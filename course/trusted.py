@@ -1,0 +1,329 @@
+"""The grade of record: the course's test cells run in the grader's process, never in the student's kernel.
+
+A test cell's code comes from ``source/`` (through nbgrader's gradebook), so it
+is trusted.  It runs here, with the trusted library (``rooflab``, ``check``,
+``ref``), in a namespace where every name the student defined is a stand-in:
+a value the kernel sent as plain data, or a :class:`Remote` whose call is
+forwarded to the student's kernel in its sandbox and whose result comes back
+as plain data.  Expected values and comparisons never leave this process, so
+patching anything inside the kernel (the checker, numpy, pint, importlib,
+IPython) can only change the student's own answers.
+
+Exercises that ask for a derivation (their test cell uses
+``check.derive_yourself()``) are also checked on the source: see
+:mod:`course.source_rules`.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import dataclasses
+import io
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+HIDDEN_BLOCK = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+MAX_ITEMS = 100_000
+MAX_TEXT = 10_000
+
+
+class Unreadable:
+    """A value the kernel sent that is not plain data (an object, an unknown unit): every check rejects it."""
+
+    def __init__(self, what: str):
+        self.what = what[:300]
+
+    def __repr__(self) -> str:
+        return f"<{self.what}>"
+
+
+class StudentError(Exception):
+    """An exception raised by the student's code in the kernel, carried here by name and message."""
+
+
+class Malformed(ValueError):
+    """A reply that breaks the protocol."""
+
+
+# -- plain data, both ways ----------------------------------------------------
+
+def encode(value, depth: int = 0):
+    """A trusted value (record, quantity, array, number, text) as plain JSON data for the kernel."""
+    import pint
+
+    if depth > 8:
+        raise ValueError("argument nested too deeply")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.ndarray):
+        return {"__array__": value.astype(float).tolist()}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, pint.Quantity):
+        magnitude = value.magnitude
+        magnitude = magnitude.tolist() if isinstance(magnitude, np.ndarray) else magnitude
+        return {"__quantity__": {"__array__": magnitude} if isinstance(magnitude, list) else magnitude,
+                "units": format(value.units, "D")}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return {"__record__": type(value).__name__,
+                "fields": {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}}
+    if isinstance(value, tuple):
+        return {"__tuple__": [encode(v, depth + 1) for v in value]}
+    if isinstance(value, list):
+        return [encode(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {"__dict__": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    raise TypeError(f"cannot send a {type(value).__name__} to the student's kernel")
+
+
+def _number(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Malformed("not a number")
+    return value
+
+
+def decode(value, depth: int = 0):
+    """A reply from the kernel (hostile) as trusted Python values; anything odd becomes :class:`Unreadable`."""
+    from rooflab import Q_, hardware, model
+
+    if depth > 8:
+        raise Malformed("nested too deeply")
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return value[:MAX_TEXT]
+    if isinstance(value, list):
+        if len(value) > MAX_ITEMS:
+            raise Malformed("too many items")
+        return [decode(v, depth + 1) for v in value]
+    if not isinstance(value, dict):
+        raise Malformed("unknown value")
+    if "__quantity__" in value:
+        units = value.get("units")
+        magnitude = value["__quantity__"]
+        if isinstance(magnitude, dict) and "__array__" in magnitude:
+            magnitude = _array(magnitude["__array__"])
+        elif isinstance(magnitude, dict) and "__float__" in magnitude:
+            magnitude = _special_float(magnitude["__float__"])
+        else:
+            magnitude = _number(magnitude)
+        if not isinstance(units, str) or len(units) > 200:
+            return Unreadable("a quantity whose units cannot be read")
+        try:
+            return Q_(magnitude, units)
+        except Exception:
+            return Unreadable(f"a quantity in units {units[:60]!r}, which rooflab does not know")
+    if "__array__" in value:
+        return _array(value["__array__"])
+    if "__float__" in value:
+        return _special_float(value["__float__"])
+    if "__tuple__" in value and isinstance(value["__tuple__"], list):
+        return tuple(decode(value["__tuple__"], depth + 1))
+    if "__dict__" in value and isinstance(value["__dict__"], list):
+        pairs = {}
+        for pair in value["__dict__"][:MAX_ITEMS]:
+            if not (isinstance(pair, list) and len(pair) == 2):
+                raise Malformed("bad dict")
+            key = decode(pair[0], depth + 1)
+            if not isinstance(key, (str, int, float, bool, type(None), tuple)):
+                raise Malformed("bad dict key")
+            pairs[key] = decode(pair[1], depth + 1)
+        return pairs
+    if "__record__" in value:
+        kind, name = value.get("__record__"), value.get("name")
+        try:
+            return {"Model": model, "Hardware": hardware}[kind](name)
+        except Exception:
+            return Unreadable(f"a {str(kind)[:40]} record")
+    if "__repr__" in value:
+        return Unreadable(str(value["__repr__"]))
+    raise Malformed("unknown value")
+
+
+def _array(items) -> np.ndarray:
+    if not isinstance(items, list) or len(items) > MAX_ITEMS:
+        raise Malformed("bad array")
+    flat = np.asarray(items, dtype=object)
+    if flat.dtype == object and flat.ndim and not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                       for x in flat.ravel()):
+        raise Malformed("bad array")
+    return np.asarray(items, dtype=float)
+
+
+def _special_float(text) -> float:
+    if text not in ("nan", "inf", "-inf"):
+        raise Malformed("bad float")
+    return float(text)
+
+
+# -- stand-ins for the student's names ----------------------------------------
+
+class Remote:
+    """The student's function ``name``: calling it runs it in the kernel on the arguments, sent as plain data."""
+
+    def __init__(self, name: str, kernel):
+        self.name = name
+        self._kernel = kernel
+
+    def __repr__(self) -> str:
+        return f"<the student's {self.name}>"
+
+    def __call__(self, *args, **kwargs):
+        request = {"op": "call", "name": self.name, "args": [encode(a) for a in args],
+                   "kwargs": {k: encode(v) for k, v in kwargs.items()}, "derive": _deriving()}
+        reply = self._kernel.request(request)
+        if not isinstance(reply, dict):
+            raise StudentError(f"{self.name} gave the grader no readable answer")
+        if reply.get("ok") is True:
+            try:
+                return decode(reply.get("value"))
+            except Malformed as error:
+                raise StudentError(f"{self.name} returned something the grader cannot read ({error})") from None
+        raise _as_exception(reply)
+
+
+def _as_exception(reply: dict) -> Exception:
+    """The student's exception as one the test cell can catch: a built-in or library class of the same name."""
+    import rooflab
+
+    name = str(reply.get("error", "Error"))[:80]
+    message = str(reply.get("message", ""))[:MAX_TEXT]
+    bases = reply.get("bases") if isinstance(reply.get("bases"), list) else [name]
+    for base in bases:
+        base = str(base)
+        kind = getattr(rooflab, base, None) or getattr(builtins, base, None)
+        if isinstance(kind, type) and issubclass(kind, Exception) and kind not in (Exception, BaseException):
+            try:
+                return kind(message)
+            except Exception:
+                continue
+    return StudentError(f"{name}: {message}")
+
+
+def _deriving() -> bool:
+    """Whether a test is inside ``check.derive_yourself()`` (the library's answers are switched off)."""
+    from rooflab import serving
+
+    return serving.prefill.__code__.co_name == "_disabled"
+
+
+# -- test cells -----------------------------------------------------------------
+
+def _assigned(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def student_names(code: str, provided: set[str]) -> list[str]:
+    """Names a test cell reads that neither it, the trusted setup nor Python defines: the student's."""
+    tree = ast.parse(code)
+    loaded = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return sorted(loaded - _assigned(tree) - provided - set(dir(builtins)))
+
+
+def derived_names(code: str) -> list[str]:
+    """The student's functions called inside ``with check.derive_yourself():`` blocks of a test cell."""
+    names = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.With) and "derive_yourself" in ast.unparse(node.items[0].context_expr):
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
+                    names.append(sub.func.id)
+    return list(dict.fromkeys(names))
+
+
+@dataclass
+class Verdict:
+    """What the trusted run of one test cell found."""
+
+    passed: bool
+    stdout: str = ""
+    error: tuple[str, str] | None = None  # (name, message)
+    notes: list[str] = field(default_factory=list)
+
+    def outputs(self) -> list[dict]:
+        """The cell's outputs as nbgrader reads them: an error output fails the cell."""
+        outputs = []
+        if self.stdout:
+            outputs.append({"output_type": "stream", "name": "stdout", "text": self.stdout[:MAX_TEXT]})
+        if self.error:
+            name, message = self.error
+            outputs.append({"output_type": "error", "ename": name, "evalue": message,
+                            "traceback": [f"{name}: {message}"]})
+        return outputs
+
+
+def setup_namespace(setup_cells: list[str]) -> dict:
+    """The trusted names every test may use: the course's locked setup cells, run here."""
+    namespace: dict = {"__name__": "__grader__"}
+    for code in setup_cells:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            try:
+                exec(compile(code, "<setup>", "exec"), namespace)  # noqa: S102 - course code from source/
+            except Exception:
+                pass  # a display-only cell (a plot, a widget): its names, if any, come from the kernel
+    return namespace
+
+
+def run_test(code: str, base: dict, kernel, derivation: dict[str, str | None] | None = None) -> Verdict:
+    """Run one test cell's trusted code against the student's kernel.
+
+    ``derivation`` maps each function this test asks the student to derive to the
+    reason it cannot count (None when it can).
+    """
+    code = code.replace(HIDDEN_BLOCK[0], "").replace(HIDDEN_BLOCK[1], "")
+    for name, problem in (derivation or {}).items():
+        if problem:
+            return Verdict(False, error=("AssertionError", f"{problem}. [mistake: library used in a derivation]"),
+                           notes=[f"derivation: {problem}"])
+    try:
+        names = student_names(code, set(base))
+    except SyntaxError as error:
+        return Verdict(False, error=("GraderError", f"the course's test cell does not parse: {error}"))
+    namespace = dict(base)
+    if names:
+        reply = kernel.request({"op": "describe", "names": names})
+        found = reply.get("names") if isinstance(reply, dict) and reply.get("ok") is True else None
+        if not isinstance(found, dict):
+            found = {}
+        for name in names:
+            entry = found.get(name)
+            if not isinstance(entry, dict):
+                continue
+            if entry.get("kind") == "callable":
+                namespace[name] = Remote(name, kernel)
+            elif entry.get("kind") == "value":
+                try:
+                    namespace[name] = decode(entry.get("value"))
+                except Malformed:
+                    namespace[name] = Unreadable(f"the value of {name}")
+    out = io.StringIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(out):
+        warnings.simplefilter("ignore")
+        try:
+            exec(compile(code, "<test>", "exec"), namespace)  # noqa: S102 - the course's own test code
+        except AssertionError as error:
+            return Verdict(False, out.getvalue(), ("AssertionError", str(error)))
+        except StudentError as error:
+            return Verdict(False, out.getvalue(), ("Error in your code", str(error)))
+        except Exception as error:
+            return Verdict(False, out.getvalue(), (type(error).__name__, str(error)))
+    return Verdict(True, out.getvalue())
+
