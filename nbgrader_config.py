@@ -1,11 +1,13 @@
 """nbgrader settings for the rooflab course.  Each setting says why it is what it is."""
 
+import os
 from pathlib import Path
 
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
     ClearHiddenTests,
+    Execute,
     GetGrades,
     IgnorePattern,
     LimitOutput,
@@ -57,8 +59,11 @@ c.CapOutputBytes.max_bytes = 20_000
 # student's kernel in a sandbox and the course's test cells in the grader's own process
 # (course/autograde.py); nbgrader then scores the verdicts it wrote, as usual.
 c.SandboxedExecute.cell_seconds = 10
+# benchmarks/bench_grading.py sets ROOFLAB_IN_KERNEL_GRADING=1 to time the old, untrusted way (nbgrader's own
+# Execute, tests in the student's kernel) beside this one; nothing else should.
+GRADER = Execute if os.environ.get("ROOFLAB_IN_KERNEL_GRADING") == "1" else SandboxedExecute
 c.Autograde.autograde_preprocessors = [
-    SandboxedExecute,
+    GRADER,
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,

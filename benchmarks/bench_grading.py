@@ -1,51 +1,95 @@
-"""Grading speed: executing each source notebook alone, and grading a class with 1 and 2 workers.
+"""Grading speed: the sandbox's start, a bare execution of each notebook, and a class graded three ways.
 
-Prints figures and ratios; asserts nothing.  Budgets (DESIGN.md): each notebook executes in seconds on 2 cores;
-two workers grade about twice as fast as one; grading a submission costs little more than executing it.
-Usage: python benchmarks/bench_grading.py [--students N]
+Prints figures and ratios; asserts nothing.  Budgets (issue "Grading you can trust" and DESIGN.md):
+- the sandbox's own start under 0.3 s;
+- per submission, the trusted grading at most 1.5x a bare execution of the same notebook;
+- two workers at least 1.7x the throughput of one on 2 cores.
+The class is graded trusted (sandbox + tests in the grader), trusted without the sandbox, and the old way
+(nbgrader's Execute, tests in the student's kernel: untrusted, for comparison only).
+Usage: python benchmarks/bench_grading.py [--students N] [--assignment ID]
 """
 
 import argparse
+import os
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from course import demo
+from course import demo, sandbox
 from course.build import execute
 from course.grade import grade
-from course.nbgrader_run import SOURCE, assignments
+from course.nbgrader_run import SOURCE
+
+
+def sandbox_start(repeat: int = 20) -> tuple[float, float]:
+    """Median seconds to start and stop `true` bare and inside the sandbox (namespaces, mounts, limits)."""
+    def median(command):
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            subprocess.run(command, check=True)
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+    wrapped = sandbox.command(sandbox.isolation(), sandbox.SandboxLimits())
+    wrapped = wrapped[:wrapped.index(sys.executable)] + ["/bin/true"]
+    return median(["/bin/true"]), median(wrapped)
+
+
+def timed_grade(folder: Path, out: Path, workers: int, mode: str) -> float:
+    os.environ.pop("ROOFLAB_IN_KERNEL_GRADING", None)
+    if mode == "in-kernel":
+        os.environ["ROOFLAB_IN_KERNEL_GRADING"] = "1"
+    start = time.perf_counter()
+    try:
+        grade(folder, out, workers=workers, quiet=True, no_sandbox=(mode != "trusted"))
+    finally:
+        os.environ.pop("ROOFLAB_IN_KERNEL_GRADING", None)
+    return time.perf_counter() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--students", type=int, default=6, help="students of the demo class to grade (right ones)")
+    parser.add_argument("--students", type=int, default=6, help="copies of the all-right student to grade")
+    parser.add_argument("--assignment", default="01_two_phases")
     args = parser.parse_args()
 
-    executed = {}
-    for assignment in assignments():
-        for path in sorted((SOURCE / assignment).glob("*.ipynb")):
-            start = time.perf_counter()
-            execute(path)
-            executed[path.name] = time.perf_counter() - start
-            print(f"execute {path.name:28} {executed[path.name]:6.1f} s (kernel start included)")
+    bare, boxed = sandbox_start()
+    print(f"sandbox start ({sandbox.isolation()}): {boxed * 1000:.1f} ms against {bare * 1000:.1f} ms bare "
+          f"(+{(boxed - bare) * 1000:.1f} ms; budget 300 ms)")
 
-    # Copies of the all-right student, so each grading does the same work.
+    path = next((SOURCE / args.assignment).glob("*.ipynb"))
+    runs = []
+    for _ in range(3):
+        start = time.perf_counter()
+        execute(path)
+        runs.append(time.perf_counter() - start)
+    executed = statistics.median(runs)
+    print(f"bare execution of {path.name}: {executed:.1f} s (median of 3, kernel start included)")
+
     right = next(s for s in demo.CLASS if s.name == "ada")
     students = [demo.Student(f"student{i:02}", right.did, right.make) for i in range(args.students)]
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch) / "submissions"
-        demo.write_class(folder, students=students)
-        times = {}
-        for workers in (1, 2):
-            start = time.perf_counter()
-            grade(folder, Path(scratch) / f"out{workers}", workers=workers, quiet=True)
-            times[workers] = time.perf_counter() - start
-            print(f"grade {args.students} students, {workers} worker(s): {times[workers]:6.1f} s "
-                  f"({times[workers] / args.students:.1f} s a student)")
-    print(f"2 workers against 1: {times[1] / times[2]:.2f}x the throughput")
-    per_notebook = sum(executed.values())
-    print(f"grading one submission (1 worker, fixed costs shared) against executing it: "
-          f"{times[1] / args.students / per_notebook:.2f}x")
+        demo.write_class(folder, selected=[args.assignment], students=students)
+        # Fixed costs (generate_assignment, feedback, report) are paid once per run: time one student alone.
+        demo.write_class(Path(scratch) / "one", selected=[args.assignment], students=students[:1])
+        results = {}
+        for mode in ("in-kernel", "trusted, no sandbox", "trusted"):
+            fixed = timed_grade(Path(scratch) / "one", Path(scratch) / f"fixed-{mode}", 1, mode)
+            t1 = timed_grade(folder, Path(scratch) / f"one-{mode}", 1, mode)
+            t2 = timed_grade(folder, Path(scratch) / f"two-{mode}", 2, mode)
+            per_submission = (t1 - fixed) / (args.students - 1) if args.students > 1 else t1
+            results[mode] = (t1, t2, per_submission)
+            print(f"{mode:20}: {args.students} students 1 worker {t1:6.1f} s, 2 workers {t2:6.1f} s "
+                  f"({t1 / t2:.2f}x); one submission about {per_submission:.1f} s "
+                  f"= {per_submission / executed:.2f}x a bare execution")
+    trusted = results["trusted"][2]
+    print(f"\ntrusted grading per submission: {trusted / executed:.2f}x a bare execution (budget 1.5x), "
+          f"{trusted / results['in-kernel'][2]:.2f}x the old in-kernel grading")
+    print(f"two workers against one (trusted): {results['trusted'][0] / results['trusted'][1]:.2f}x (budget 1.7x)")
 
 
 if __name__ == "__main__":

@@ -116,8 +116,8 @@ def grade_notebook(notebook: dict, kind: str, limits: SandboxLimits, hide: list[
             if executed is None:
                 verdict = trusted.Verdict(False, error=("GraderError", record["problem"]))
             else:
-                derivation = {name: student.derivation_problem(name, answer_cell.get(name))
-                              for name in trusted.derived_names(code)}
+                derivation = {name: student.derivation_problem(name, answer_cell.get(name), banned)
+                              for name, banned in trusted.derived_names(code).items()}
                 verdict = trusted.run_test(code, base, sandbox, derivation)
             visible = ASSERTS.search(HIDDEN.sub("", code))
             if visible and in_kernel and not verdict.passed and executed is not None:

@@ -18,11 +18,16 @@ def _build(args) -> int:
 
 
 def _grade(args) -> int:
-    from .grade import Limits, grade
+    from .grade import Limits, NoSandbox, grade
     from .show import table
 
     limits = Limits(wall_seconds=args.timeout, memory_bytes=int(args.memory * 2**30))
-    rows = grade(Path(args.submissions), Path(args.out), workers=args.workers, limits=limits)
+    try:
+        rows = grade(Path(args.submissions), Path(args.out), workers=args.workers, limits=limits,
+                     no_sandbox=args.no_sandbox)
+    except NoSandbox as error:
+        print(f"course grade: {error}", file=sys.stderr)
+        return 2
     print(table(rows))
     print(f"\ngrades: {Path(args.out) / 'grades.csv'}\nfeedback: {Path(args.out) / 'feedback'}\n"
           f"report: {Path(args.out) / 'report' / 'README.md'}")
@@ -32,7 +37,7 @@ def _grade(args) -> int:
 def _demo(args) -> int:
     from .demo import demo
 
-    return demo(Path(args.out), workers=args.workers, build_first=not args.no_build)
+    return demo(Path(args.out), workers=args.workers, build_first=not args.no_build, no_sandbox=args.no_sandbox)
 
 
 def _check(args) -> int:
@@ -50,18 +55,28 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--no-validate", action="store_true", help="skip running the notebooks' tests")
     build.set_defaults(run=_build)
 
-    grade = commands.add_parser("grade", help="autograde a folder or zip of submissions")
+    grade = commands.add_parser(
+        "grade", help="autograde a folder or zip of submissions",
+        description="Autograde submissions: each student's kernel runs in a sandbox (bubblewrap: no network, no "
+                    "view of the course, the gradebook or other students, limits on time, memory, processes and "
+                    "disk) and the course's tests run in the grader's own process. Needs bubblewrap "
+                    "(Debian/Ubuntu: sudo apt-get install bubblewrap), or root with unshare and setpriv.")
     grade.add_argument("submissions", help="folder or zip of <student>/<assignment>/<notebook>.ipynb")
     grade.add_argument("--workers", type=int, default=2, help="students graded at once (default 2)")
     grade.add_argument("--out", default="graded", help="where grades.csv, feedback/ and report/ go")
     grade.add_argument("--timeout", type=float, default=300, help="seconds one student may take")
     grade.add_argument("--memory", type=float, default=4, help="GiB one student's grading may use")
+    grade.add_argument("--no-sandbox", action="store_true",
+                       help="grade without isolating student code (every row then says so); by default each "
+                            "submission's kernel runs in a bubblewrap sandbox: install it with "
+                            "`sudo apt-get install bubblewrap`")
     grade.set_defaults(run=_grade)
 
     demo = commands.add_parser("demo", help="build, then grade a simulated class end to end")
     demo.add_argument("--out", default="demo-class", help="where the class and its grades go")
     demo.add_argument("--workers", type=int, default=2)
     demo.add_argument("--no-build", action="store_true", help="use release/ as it is")
+    demo.add_argument("--no-sandbox", action="store_true", help="grade without isolation (see `course grade -h`)")
     demo.set_defaults(run=_demo)
 
     check = commands.add_parser("check", help="score a notebook on its visible tests, with hints")

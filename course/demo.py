@@ -5,7 +5,8 @@ reference answers (from source/), none, or the reference with one realistic
 fault.  The class covers what an instructor meets in a real term: right,
 blank and partly done work, unit mistakes the checker should name, code that
 raises, loops forever or kills its kernel, cells deleted or pasted twice, a
-corrupt file, a renamed notebook, and answers hard-coded to the visible tests.
+corrupt file, a renamed notebook, answers hard-coded to the visible tests, and a
+blank notebook that fakes its own tests.
 """
 
 from __future__ import annotations
@@ -262,6 +263,21 @@ def _paste_twice(assignment: str, release: dict, answers: dict) -> dict:
     return notebook
 
 
+# An IPython input transformer that turns every test cell into `pass`: in the kernel, every test "passes".
+TRANSFORMER_CHEAT = (
+    "get_ipython().input_transformers_post.append(\n"
+    "    lambda lines: ['pass\\n'] if any('rooflab.check' in line for line in lines) else lines)\n"
+)
+
+
+def _cheat(assignment: str, release: dict, answers: dict) -> dict:
+    notebook = copy.deepcopy(release)
+    first = next(c for c in notebook["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("solution")
+                 and c["cell_type"] == "code")
+    first["source"] = TRANSFORMER_CHEAT
+    return notebook
+
+
 def _corrupt(assignment: str, release: dict, answers: dict) -> str:
     import json
 
@@ -285,6 +301,7 @@ CLASS = [
     Student("margaret", "hard-coded the visible tests' answers", _edited("hard_coded")),
     Student("niklaus", "right, but renamed the notebook", lambda a, r, s: fill(r, s), filename="{stem} (1).ipynb"),
     Student("olga", "code that kills the kernel (os._exit)", _edited("kills_kernel")),
+    Student("mallory", "a blank notebook that fakes its test cells (IPython input transformer)", _cheat),
 ]
 
 
@@ -309,10 +326,10 @@ def write_class(folder: Path, selected: list[str] | None = None, students: list[
     return students
 
 
-def demo(out: Path, workers: int = 2, build_first: bool = True) -> int:
+def demo(out: Path, workers: int = 2, build_first: bool = True, no_sandbox: bool = False) -> int:
     """Build, write the class, grade it into ``out``, print the grade table."""
     from .build import build
-    from .grade import grade
+    from .grade import NoSandbox, grade
     from .show import table
 
     if build_first:
@@ -326,7 +343,11 @@ def demo(out: Path, workers: int = 2, build_first: bool = True) -> int:
     print(f"wrote {len(students)} simulated students into {submissions}", file=sys.stderr)
     for s in students:
         print(f"  {s.name:10} {s.did}", file=sys.stderr)
-    rows = grade(submissions, out / "graded", workers=workers)
+    try:
+        rows = grade(submissions, out / "graded", workers=workers, no_sandbox=no_sandbox)
+    except NoSandbox as error:
+        print(f"course demo: {error}", file=sys.stderr)
+        return 2
     print(table(rows))
     print(f"\ngrades:   {out / 'graded' / 'grades.csv'}\nfeedback: {out / 'graded' / 'feedback'}\n"
           f"report:   {out / 'graded' / 'report' / 'README.md'}")

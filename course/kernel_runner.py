@@ -159,6 +159,7 @@ def main() -> None:
     manager = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.abspath("kernel"))
     client = NotebookClient(
         notebook, km=manager, timeout=start.get("timeout", 10), allow_errors=True,
+        extra_arguments=["--HistoryManager.hist_file=:memory:"],
         interrupt_on_timeout=False, record_timing=False,
         resources={"metadata": {"path": os.getcwd()}},
         on_cell_start=lambda cell, cell_index: send({"event": "cell", "index": cell_index}),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 
 def table(rows) -> str:
-    """Fixed-width table of student, assignment, score, pending manual points, status and reason."""
-    header = ("student", "assignment", "score", "manual", "status", "reason")
+    """Fixed-width table of student, assignment, score, pending manual points, status, flags and reason."""
+    header = ("student", "assignment", "score", "manual", "status", "flags", "reason")
     lines = [(r.student, r.assignment, f"{r.score:g}/{r.max_score:g}", f"{r.manual_pending:g}", r.status,
-              r.reason if len(r.reason) <= 70 else r.reason[:67] + "...") for r in rows]
+              str(len(r.flags)) if r.flags else "", r.reason if len(r.reason) <= 60 else r.reason[:57] + "...")
+             for r in rows]
     widths = [max(len(str(x)) for x in column) for column in zip(header, *lines)]
     def fmt(values):
         return "  ".join(str(v).ljust(w) for v, w in zip(values, widths)).rstrip()

@@ -32,6 +32,9 @@ LIBRARY_ANSWERS = frozenset({
     "reference", "_prefill_si", "_decode_si", "_decode_linear_si", "_decode_total_si", "library_answers",
     "_rooflab_reference",
 })
+# Library answers a test can switch off one by one (check.derive_yourself(rooflab.crossover.x)); the rest
+# (the reference copy, whole modules, private helpers) are never allowed in a derivation.
+FUNCTIONS_NAMED = LIBRARY_ANSWERS - {"reference", "library_answers", "_rooflab_reference"}
 # Modules that reach outside the notebook (the process, the files, the network, the interpreter).
 OUTSIDE_MODULES = frozenset({
     "importlib", "inspect", "ctypes", "subprocess", "socket", "sqlite3", "sys", "builtins", "gc", "marshal",
@@ -46,8 +49,8 @@ REWRITING_CALLS = frozenset({
 })
 OUTSIDE_CALLS = frozenset({"open", "breakpoint", "input", "exit", "quit"})
 # Importing these is enough to rewrite names at run time.
-REWRITING_MODULES = frozenset({"importlib", "sys", "builtins", "inspect", "ctypes", "gc", "types", "IPython",
-                               "ipykernel", "runpy", "code", "codeop", "marshal", "zipimport", "pkgutil"})
+REWRITING_MODULES = frozenset({"importlib", "builtins", "inspect", "ctypes", "IPython", "ipykernel", "runpy",
+                               "code", "codeop", "marshal", "zipimport", "pkgutil"})
 REWRITING_ATTRIBUTES = frozenset({
     "__dict__", "__code__", "__globals__", "__builtins__", "__closure__", "__func__", "__wrapped__",
     "__subclasses__", "__bases__", "__mro__", "__class__", "__getattribute__", "__setattr__", "__import__",
@@ -64,6 +67,7 @@ class Use:
     cell: str  # the cell's id
     what: str  # "exec", "import os", ".prefill", ...
     kind: str  # "library answer", "reaches outside" or "rewrites code"
+    name: str = ""  # for a library answer: the library function's name
 
     def __str__(self) -> str:
         return f"{self.what} ({self.kind}, cell {self.cell})"
@@ -97,7 +101,7 @@ def uses_in(node: ast.AST, cell: str) -> list[Use]:
     for sub in ast.walk(node):
         if isinstance(sub, ast.Attribute):
             if sub.attr in LIBRARY_ANSWERS:
-                found.append(Use(cell, f".{sub.attr}", "library answer"))
+                found.append(Use(cell, f".{sub.attr}", "library answer", sub.attr))
             elif sub.attr in REWRITING_ATTRIBUTES:
                 found.append(Use(cell, f".{sub.attr}", "rewrites code"))
         elif isinstance(sub, ast.Name):
@@ -116,12 +120,12 @@ def uses_in(node: ast.AST, cell: str) -> list[Use]:
                 for name in names:
                     if name in LIBRARY_ANSWERS or name == "*" or name.split(".")[-1] in (
                             "serving", "roofline", "crossover", "check"):
-                        found.append(Use(cell, f"from {module or name} import {name}", "library answer"))
+                        found.append(Use(cell, f"from {module or name} import {name}", "library answer", name))
         elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "getattr":
             attribute = sub.args[1] if len(sub.args) > 1 else None
             if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str):
                 if attribute.value in LIBRARY_ANSWERS:
-                    found.append(Use(cell, f"getattr(..., {attribute.value!r})", "library answer"))
+                    found.append(Use(cell, f"getattr(..., {attribute.value!r})", "library answer", attribute.value))
                 elif attribute.value in REWRITING_ATTRIBUTES:
                     found.append(Use(cell, f"getattr(..., {attribute.value!r})", "rewrites code"))
             else:
@@ -203,8 +207,12 @@ class Notebook:
                 found += uses_in(function, cell.id)
         return [u for u in dict.fromkeys(found) if u.kind != "library answer"]
 
-    def derivation_problem(self, name: str, answer_cell: str | None) -> str | None:
-        """Why ``name`` cannot count as derived by the student, or None if it can."""
+    def derivation_problem(self, name: str, answer_cell: str | None,
+                           banned: frozenset[str] | None = None) -> str | None:
+        """Why ``name`` cannot count as derived by the student, or None if it can.
+
+        ``banned`` names the library answers this derivation may not use (default: all).
+        """
         rewriting = [u for u in self.flags() if u.kind == "rewrites code"]
         if rewriting:
             return (f"the notebook rewrites code or names at run time ({rewriting[0]}), so no derivation in it "
@@ -227,7 +235,8 @@ class Notebook:
                 if current in cell.functions:
                     nodes.append(cell.functions[current])
                 for node in nodes:
-                    bad = uses_in(node, cell.id)
+                    bad = [u for u in uses_in(node, cell.id) if u.kind != "library answer" or banned is None
+                           or u.name in banned or u.name not in FUNCTIONS_NAMED]
                     if bad:
                         return f"{name} relies on {bad[0]}; the exercise asks you to derive it yourself"
                     todo += [n for n in _free_names(node) if n not in seen]

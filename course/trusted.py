@@ -237,15 +237,24 @@ def student_names(code: str, provided: set[str]) -> list[str]:
     return sorted(loaded - _assigned(tree) - provided - set(dir(builtins)))
 
 
-def derived_names(code: str) -> list[str]:
-    """The student's functions called inside ``with check.derive_yourself():`` blocks of a test cell."""
-    names = []
+def derived_names(code: str) -> dict[str, frozenset[str] | None]:
+    """The student's functions called inside ``with check.derive_yourself(...):`` blocks of a test cell.
+
+    Each maps to the library functions that block switches off, by name, or None
+    for the default set (every library answer).
+    """
+    found: dict[str, frozenset[str] | None] = {}
     for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.With) and "derive_yourself" in ast.unparse(node.items[0].context_expr):
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
-                    names.append(sub.func.id)
-    return list(dict.fromkeys(names))
+        if not isinstance(node, ast.With):
+            continue
+        context = node.items[0].context_expr
+        if not (isinstance(context, ast.Call) and "derive_yourself" in ast.unparse(context.func)):
+            continue
+        banned = frozenset(a.attr if isinstance(a, ast.Attribute) else getattr(a, "id", "") for a in context.args)
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
+                found[sub.func.id] = banned or None
+    return found
 
 
 @dataclass

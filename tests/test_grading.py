@@ -1,4 +1,4 @@
-"""The grading pipeline end to end on the simulated class (two assignments, fifteen students).
+"""The grading pipeline end to end on the simulated class (four assignments, sixteen students).
 
 Expected scores are derived from which test cells each student's fault breaks.
 
@@ -58,9 +58,15 @@ EXPECTED = {
     ("joan", A): (40, "graded", 10), ("joan", B): (25, "graded", 5),
     ("linus", A): (40, "graded", 10), ("linus", B): (25, "graded", 5),
     ("niklaus", A): (40, "graded", 10), ("niklaus", B): (25, "graded", 5),
-    # corrupt JSON; os._exit kills the kernel and nbgrader drops the submission
+    # corrupt JSON: nothing to grade
     ("katherine", A): (0, "ungradable", 0), ("katherine", B): (0, "ungradable", 0),
-    ("olga", A): (0, "ungradable", 0), ("olga", B): (0, "ungradable", 0),
+    # os._exit at the top of an answer cell kills the kernel: that cell is lost (a fresh kernel replays the rest),
+    # so its functions never exist.  A: mfu and mbu [3]; B: fp8_kv_extra_sequences [3]
+    ("olga", A): (37, "graded", 10), ("olga", B): (22, "graded", 5),
+    # an IPython input transformer that turns every test cell into `pass`: the kernel's own tests all pass,
+    # the grader's run of them finds nothing defined
+    ("mallory", A): (0, "graded", 0), ("mallory", B): (0, "graded", 0),
+    ("mallory", C): (0, "graded", 0), ("mallory", D): (0, "graded", 0),
     # hard-coded visible answers: the visible points only
     ("margaret", A): (12, "graded", 10), ("margaret", B): (7, "graded", 5),
     # 03: every answer is a ratio or a count, so the ms-for-s student hands in the reference there.
@@ -76,7 +82,8 @@ EXPECTED = {
     ("hedy", C): (22, "graded", 5),  # the loop stops ttft_speedup being defined [3]
     ("ivan", C): (25, "graded", 5), ("joan", C): (25, "graded", 5), ("linus", C): (25, "graded", 5),
     ("niklaus", C): (25, "graded", 5),
-    ("katherine", C): (0, "ungradable", 0), ("olga", C): (0, "ungradable", 0),
+    ("katherine", C): (0, "ungradable", 0),
+    ("olga", C): (20, "graded", 5),  # os._exit in cheapest_config's cell [5]
     ("margaret", C): (6, "graded", 5),
     # 04: no time is an answer, so the ms-for-s student hands in the reference there too.
     ("ada", D): (25, "graded", 5), ("blaise", D): (0, "graded", 0), ("dmitri", D): (25, "graded", 5),
@@ -89,7 +96,8 @@ EXPECTED = {
     ("hedy", D): (22, "graded", 5),  # the loop stops spec_to_buy being defined [3]
     ("ivan", D): (25, "graded", 5), ("joan", D): (25, "graded", 5), ("linus", D): (25, "graded", 5),
     ("niklaus", D): (25, "graded", 5),
-    ("katherine", D): (0, "ungradable", 0), ("olga", D): (0, "ungradable", 0),
+    ("katherine", D): (0, "ungradable", 0),
+    ("olga", D): (20, "graded", 5),  # os._exit in first_longer_prefill's cell: both of its tests [5]
     ("margaret", D): (6, "graded", 5),
 }
 MAXIMA = {A: 40, B: 25, C: 25, D: 25}
@@ -123,7 +131,9 @@ def test_reasons_are_recorded(graded):
     _, rows = graded
     for assignment in (A, B, C, D):
         assert "not valid JSON" in rows["katherine", assignment].reason
-        assert "Kernel died" in rows["olga", assignment].reason
+        assert any("did not finish" in f or "stopped its kernel" in f for f in rows["olga", assignment].flags)
+        assert any("get_ipython" in f for f in rows["mallory", assignment].flags)
+        assert any("passed in the kernel" in f for f in rows["mallory", assignment].flags)
         assert "rebuilt from the release copy" in rows["ivan", assignment].reason
         assert "deleted" in rows["ivan", assignment].reason
         assert "appears 2 times" in rows["joan", assignment].reason
@@ -145,7 +155,8 @@ def test_grades_csv_feedback_and_report(graded):
     out = folder / "graded"
     with open(out / "grades.csv", newline="") as handle:
         table = list(csv.DictReader(handle))
-    assert list(table[0]) == ["student", "assignment", "score", "max_score", "manual_pending", "status", "reason"]
+    assert list(table[0]) == ["student", "assignment", "score", "max_score", "manual_pending", "status", "reason",
+                              "flags"]
     assert {(r["student"], r["assignment"]) for r in table} == set(EXPECTED)
     feedback = out / "feedback" / "ada" / A / f"{A}.html"
     assert feedback.exists()

@@ -1,0 +1,108 @@
+"""The grader's side of the line: hostile replies decoded safely, test cells run with stand-ins, rules read from source."""
+
+import numpy as np
+import pytest
+
+from course import source_rules, trusted
+from rooflab import Q_, model
+
+
+class FakeKernel:
+    """A kernel that answers from a table, as the sandboxed one would, and records the requests."""
+
+    def __init__(self, names: dict, calls=None):
+        self.names, self.calls, self.requests = names, calls or {}, []
+
+    def request(self, message):
+        self.requests.append(message)
+        if message["op"] == "describe":
+            return {"ok": True, "names": {n: self.names.get(n, {"kind": "missing"}) for n in message["names"]}}
+        return self.calls[message["name"]](message)
+
+
+def test_decode_builds_our_quantities_and_refuses_the_rest():
+    assert trusted.decode({"__quantity__": 29.3, "units": "millisecond"}) == Q_(29.3, "ms")
+    assert trusted.decode({"__tuple__": [1, "memory"]}) == (1, "memory")
+    array = trusted.decode({"__quantity__": {"__array__": [1.0, 2.0]}, "units": "byte"})
+    assert np.allclose(array.m_as("B"), [1, 2])
+    assert isinstance(trusted.decode({"__quantity__": 1.0, "units": "furlongs_of_doom"}), trusted.Unreadable)
+    assert isinstance(trusted.decode({"__repr__": "Yes: <object>"}), trusted.Unreadable)
+    assert isinstance(trusted.decode({"__quantity__": 1.0, "units": "x" * 500}), trusted.Unreadable)
+    assert trusted.decode({"__record__": "Model", "name": "Llama-3-8B"}) == model("Llama-3-8B")
+    for hostile in ({"__quantity__": "1e3", "units": "s"}, {"__array__": [[1], "x"]}, {"what": 1},
+                    [[[[[[[[[[1]]]]]]]]]], {"__float__": "__import__('os')"}):
+        with pytest.raises(trusted.Malformed):
+            trusted.decode(hostile)
+
+
+def test_encode_sends_records_and_quantities_as_plain_data():
+    sent = trusted.encode((model("Llama-3-8B"), Q_(200, "ms"), np.array([1, 2]), {"a": 1}))
+    assert sent["__tuple__"][0]["__record__"] == "Model" and sent["__tuple__"][0]["fields"]["layers"] == 32
+    assert sent["__tuple__"][1] == {"__quantity__": 200, "units": "millisecond"}
+    with pytest.raises(TypeError):
+        trusted.encode(object())
+
+
+def test_a_test_cell_runs_here_against_the_students_answers():
+    code = ('import rooflab.check as check\n'
+            'check.quantity(double(Q_(1, "ms")), Q_(2, "ms"), "double")\n'
+            'check.choice(phase, "prefill", "phase")\n')
+    right = FakeKernel({"double": {"kind": "callable"}, "phase": {"kind": "value", "value": "prefill"}},
+                       {"double": lambda m: {"ok": True, "value": {"__quantity__": 2.0, "units": "millisecond"}}})
+    verdict = trusted.run_test(code, {"Q_": Q_}, right)
+    assert verdict.passed, verdict.error
+    assert right.requests[1]["args"] == [{"__quantity__": 1, "units": "millisecond"}]
+    wrong = FakeKernel({"double": {"kind": "callable"}, "phase": {"kind": "value", "value": "prefill"}},
+                       {"double": lambda m: {"ok": True, "value": {"__quantity__": 2.0, "units": "second"}}})
+    verdict = trusted.run_test(code, {"Q_": Q_}, wrong)
+    assert not verdict.passed and "milliseconds for seconds" in verdict.error[1]
+
+
+def test_an_object_that_equals_everything_is_rejected():
+    code = 'import rooflab.check as check\ncheck.number(share(), 0.5, "share")\n'
+    kernel = FakeKernel({"share": {"kind": "callable"}},
+                        {"share": lambda m: {"ok": True, "value": {"__repr__": "Yes: <always equal>"}}})
+    assert not trusted.run_test(code, {}, kernel).passed
+
+
+def test_the_students_exception_keeps_its_builtin_class():
+    code = 'try:\n    f()\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError("should raise")\n'
+    kernel = FakeKernel({"f": {"kind": "callable"}},
+                        {"f": lambda m: {"ok": False, "error": "UnsupportedPrecision", "message": "no fp8",
+                                         "bases": ["UnsupportedPrecision", "ValueError", "Exception"]}})
+    assert trusted.run_test(code, {}, kernel).passed
+
+
+def test_derived_names_and_what_each_block_switches_off():
+    code = ("with check.derive_yourself():\n    a = f(1)\n"
+            "with check.derive_yourself(rooflab.crossover.balanced_output_len):\n    b = g(2)\n")
+    assert trusted.derived_names(code) == {"f": None, "g": frozenset({"balanced_output_len"})}
+
+
+@pytest.mark.parametrize("cells, problem", [
+    ([("a", "def f(m, n):\n    return 2 * m.layers * n")], None),
+    ([("a", "def f(m, n):\n    return rl.prefill(m, 'H100', n).flops")], ".prefill"),
+    ([("a", "from rooflab import prefill as p\ndef f(m, n):\n    return p(m, 'H100', n).flops")], "import prefill"),
+    ([("a", "def f(m, n):\n    return helper(m, n)"), ("b", "def helper(m, n):\n    return m.weight_bytes('fp16')")],
+     ".weight_bytes"),
+    ([("a", "def f(m, n):\n    return g(m, n)"), ("b", "g = rl.decode_step")], ".decode_step"),
+    ([("a", "def f(m, n):\n    return getattr(rl, 'pre' + 'fill')(m, 'H100', n)")], "computed name"),
+    ([("a", "def f(m, n):\n    return 1"), ("b", "get_ipython().user_ns['f'] = lambda m, n: 2")], "rewrites code"),
+    ([("a", "def f(m, n):\n    return 1"), ("b", "def f(m, n):\n    return 2")], "outside its answer cell"),
+    ([("a", "def f(m, n):\n    return 1"), ("b", "!cat /etc/passwd")], "get_ipython"),
+    ([("a", "def f(m, n):\n    return ref.prefill(m.name, 'H100', n).flops")], ".prefill"),
+    ([("a", "def f(m, n):\n    return check.reference().model(m.name)")], ".reference"),
+])
+def test_derivation_rules_read_from_the_source(cells, problem):
+    found = source_rules.Notebook.read(cells).derivation_problem("f", "a")
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None and problem in found, found
+
+
+def test_flags_name_what_reaches_outside_but_not_the_invited_library_calls():
+    notebook = source_rules.Notebook.read([("a", "import os, subprocess\nr = rl.request(llama, h100, 10, 10)")])
+    flags = [str(u) for u in notebook.flags()]
+    assert any("import os" in f for f in flags) and any("import subprocess" in f for f in flags)
+    assert not any("request" in f for f in flags)
