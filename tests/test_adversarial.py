@@ -48,7 +48,8 @@ def _leftovers():
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     if sandbox.isolation() == sandbox.NO_SANDBOX:
-        pytest.fail("no sandbox on this machine: " + sandbox.INSTALL_HINT)
+        # CI installs bubblewrap and must test the sandbox for real; elsewhere say what is missing.
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("no sandbox on this machine: " + sandbox.INSTALL_HINT)
     folder = tmp_path_factory.mktemp("adversarial")
     write_submissions(folder / "submissions")
     source_before = _tree_digest(SOURCE)

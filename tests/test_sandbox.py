@@ -74,7 +74,8 @@ def _printed(notebook: dict) -> dict:
 def ran():
     kind = sandbox.isolation()
     if kind == sandbox.NO_SANDBOX:
-        pytest.fail("no sandbox on this machine: " + sandbox.INSTALL_HINT)
+        # CI installs bubblewrap and must test the sandbox for real; elsewhere say what is missing.
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("no sandbox on this machine: " + sandbox.INSTALL_HINT)
     limits = sandbox.SandboxLimits(cell_seconds=4, disk_bytes=64 * 2**20, processes=32)
     box = sandbox.Sandbox(_notebook(PROBES), kind=kind, limits=limits)
     try:
