@@ -25,12 +25,29 @@ def _tests(notebook) -> list:
             and c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
 
 
+class UnknownNotebook(LookupError):
+    """The notebook matches no assignment of the course."""
+
+
+def source_of(notebook) -> Path:
+    """The source notebook this one was released from, found by its graded cells (any file name will do)."""
+    ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in notebook.cells} - {None}
+    best, overlap = None, 0
+    for candidate in sorted(SOURCE.glob("*/*.ipynb")):
+        theirs = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in read_notebook(candidate)["cells"]}
+        shared = len(ids & (theirs - {None}))
+        if shared > overlap:
+            best, overlap = candidate, shared
+    if best is None:
+        raise UnknownNotebook(
+            "this notebook has none of the course's graded cells (was its nbgrader metadata removed?), so its "
+            f"hidden tests cannot be found; the assignments are in {SOURCE}")
+    return best
+
+
 def _with_hidden(notebook, path: Path) -> int:
     """Swap in the source's test cells; return how many were swapped."""
-    sources = list(SOURCE.glob(f"*/{path.name}"))
-    if not sources:
-        raise FileNotFoundError(f"no source notebook named {path.name} under {SOURCE}")
-    full = {c["metadata"]["nbgrader"]["grade_id"]: c for c in read_notebook(sources[0])["cells"]
+    full = {c["metadata"]["nbgrader"]["grade_id"]: c for c in read_notebook(source_of(notebook))["cells"]
             if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
     swapped = 0
     for cell in _tests(notebook):
@@ -49,8 +66,18 @@ def check(path: Path, hidden: bool = False, timeout: int = 30, out=sys.stdout) -
     import nbclient
     import nbformat
 
-    notebook = nbformat.read(path, as_version=4)
+    try:
+        notebook = nbformat.read(path, as_version=4)
+    except Exception as error:  # missing, not JSON, not a notebook: say so rather than a traceback
+        print(f"course check: cannot read {path} as a notebook: {str(error).splitlines()[0]}", file=out)
+        return 2
     if hidden:
+        try:
+            source = source_of(notebook)
+        except UnknownNotebook as error:
+            print(f"course check: {error}", file=out)
+            return 2
+        print(f"hidden tests from {source.relative_to(SOURCE.parent)}", file=out)
         _with_hidden(notebook, path)
     os.environ.update({k: v for k, v in environment().items() if k in ("MPLBACKEND", "OMP_NUM_THREADS")})
     client = nbclient.NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=True,

@@ -33,3 +33,29 @@ def test_check_scores_the_visible_tests_with_hints(tmp_path):
 def test_grade_refuses_a_missing_folder(tmp_path):
     failed = course("grade", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out"))
     assert failed.returncode != 0 and "SUBMISSIONS must be a folder or a zip" in failed.stderr
+
+
+@pytest.mark.slow
+def test_check_hidden_finds_the_assignment_of_a_renamed_copy(tmp_path):
+    renamed = tmp_path / "my copy (1).ipynb"
+    renamed.write_text((ROOT / "release" / "02_kv_cache" / "02_kv_cache.ipynb").read_text())
+    blank = course("check", "--hidden", str(renamed))
+    assert blank.returncode == 1, blank.stderr
+    assert "hidden tests from source/02_kv_cache/02_kv_cache.ipynb" in blank.stdout
+    assert "0/25 points" in blank.stdout
+
+
+def test_check_says_why_it_cannot_find_hidden_tests(tmp_path):
+    stranger = tmp_path / "notes.ipynb"
+    stranger.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    found = course("check", "--hidden", str(stranger))
+    assert found.returncode == 2 and "none of the course's graded cells" in found.stdout
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text("{not json")
+    found = course("check", str(broken))
+    assert found.returncode == 2 and "cannot read" in found.stdout and "Traceback" not in found.stderr
+
+
+def test_grade_help_says_how_to_install_the_sandbox():
+    shown = course("grade", "--help").stdout
+    assert "bubblewrap" in shown and "--no-sandbox" in shown
