@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipywidgets as w
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 from . import plots
 from .hardware import HARDWARE
@@ -52,9 +53,9 @@ def serving_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("T4"
         text, costs = explain(model, device.value, precision.value, prompt.value, output.value, batch.value)
         print(text)
         if costs:
-            _, ax = plt.subplots(figsize=(6.4, 4.0))
-            plots.roofline_figure(device.value, costs, precision=precision.value, ax=ax)
-            plt.show()
+            figure = Figure(figsize=(6.4, 4.0))
+            plots.roofline_figure(device.value, costs, precision=precision.value, ax=figure.subplots())
+            _show(figure)
 
     return _explorer([[device, precision], [prompt, output, batch]], render)
 
@@ -80,10 +81,11 @@ def memory_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L4",
 
     def render():
         print(explain_memory(model, device.value, context.value, batch.value, kv.value))
-        _, ax = plt.subplots(figsize=(6.4, 3.6))
+        figure = Figure(figsize=(6.4, 3.6))
+        ax = figure.subplots()
         plots.memory_figure(model, device.value, context.value, max(batch.value, 2),
                             Precision(weights="fp16", kv=kv.value, compute="fp16"), ax=ax)
-        plt.show()
+        _show(figure)
 
     return _explorer([[device, kv], [context, batch]], render)
 
@@ -109,9 +111,10 @@ def precision_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L
         if costs:
             budget = memory_budget(model, device.value, context.value + 256, batch.value, precision)
             print(f"memory: weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} of {budget.capacity:.0f~P}")
-            _, ax = plt.subplots(figsize=(6.4, 3.8))
+            figure = Figure(figsize=(6.4, 3.8))
+            ax = figure.subplots()
             plots.roofline_figure(device.value, costs, precision=compute.value, ax=ax)
-            plt.show()
+            _show(figure)
 
     return _explorer([[device, weights, kv, compute], [context, batch]], render)
 
@@ -143,9 +146,30 @@ def crossover_explorer(devices: tuple[str, ...] = ("L4", "A100-80GB", "H100-SXM"
     def render():
         print(explain_crossovers(model.value, device.value, output.value, context.value))
         plots.crossover_figure(model.value, device.value, output_lens=(output.value,), contexts=(context.value,))
-        plt.show()
+        _show()
 
     return _explorer([[model, device], [output, context]], render)
+
+
+def _show(figure: Figure | None = None) -> None:
+    """Render ``figure`` (or every open pyplot figure) to PNG here, and display the image.
+
+    The explorers draw on figures of their own, outside pyplot, and render them
+    with the Agg canvas: with ``plt.show()`` the first redraw after a change in
+    JupyterLab came out blank (four times in four), as pyplot's global state is
+    shared with the inline backend's own handling of the notebook's figures.
+    """
+    import io
+
+    from IPython.display import Image, display
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if figure is None:  # a figure a plots function made with pyplot: take it out of pyplot's hands first
+        figure = plt.gcf()
+        plt.close(figure)
+    buffer = io.BytesIO()
+    FigureCanvasAgg(figure).print_png(buffer)
+    display(Image(data=buffer.getvalue(), format="png"))
 
 
 def _explorer(rows: list[list], render) -> w.VBox:
