@@ -57,18 +57,6 @@ class CapOutputBytes(NbGraderPreprocessor):
         return kept + _CUT.format(dropped=len(encoded) - self.max_bytes, limit=self.max_bytes)
 
 
-def _user_processes() -> int:
-    uid = os.getuid()
-    count = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                count += os.stat(f"/proc/{entry}").st_uid == uid
-            except OSError:
-                pass
-    return count
-
-
 def run_limited(argv: list[str]) -> None:
     """``python -m course.limits MEMORY PROCESSES FILE_BYTES -- COMMAND...``: exec COMMAND under rlimits.
 
@@ -82,7 +70,9 @@ def run_limited(argv: list[str]) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
     if os.getuid() != 0:
-        cap = _user_processes() + processes
+        from .sandbox import count_user_processes
+
+        cap = count_user_processes(os.getuid()) + processes
         resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
     os.execvp(command[0], command)
 

@@ -161,7 +161,8 @@ def _unshare_prefix(hide: list[Path], limits: SandboxLimits) -> list[str]:
             "sh", "-c", f"export {env}; {script}", "sandbox"]
 
 
-def _count_user_processes(uid: int) -> int:
+def count_user_processes(uid: int) -> int:
+    """How many processes ``uid`` runs now (RLIMIT_NPROC counts them all, so a cap adds to this)."""
     count = 0
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -183,7 +184,7 @@ def command(kind: str, limits: SandboxLimits, hide: list[Path] = ()) -> list[str
         drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                 "--bounding-set=-all", "--"]
     elif os.geteuid() != 0:
-        nproc = _count_user_processes(os.geteuid()) + limits.processes
+        nproc = count_user_processes(os.geteuid()) + limits.processes
     limit = ["prlimit", f"--as={limits.memory_bytes}", f"--nproc={nproc}", f"--fsize={limits.file_bytes}",
              "--core=0", "--"]
     if kind == "bwrap":
