@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
-# Code run in the student's kernel to answer one request.  It is sent whole each
-# time (a submission may have overwritten an earlier copy), defines nothing that
-# stays, and hands back a JSON string as the cell's value.
+# Defined in the student's kernel once the notebook has run; each request then
+# calls it and leaves a JSON string in ``_rooflab_answer``, read back through the
+# execute reply.  A submission that redefines it (a post-run hook could) changes
+# only its own answers.
 PROBE = r'''
 def _rooflab_probe(request):
     import dataclasses, json, math
@@ -109,8 +111,6 @@ def _rooflab_probe(request):
         return json.dumps({"ok": False, "error": type(error).__name__, "message": str(error)[:2000],
                            "bases": [c.__name__ for c in type(error).__mro__][:20]})
     return json.dumps({"ok": True, "value": encode(result)})
-
-_rooflab_answer = _rooflab_probe(__REQUEST__)
 '''
 
 
@@ -119,7 +119,7 @@ def send(message: dict) -> None:
     sys.__stdout__.flush()
 
 
-def answer(client, request: dict, timeout: float) -> dict:
+def answer(client, request: dict | None, timeout: float, code: str | None = None) -> dict:
     """Run one request in the kernel and return its reply.
 
     The reply comes back through the execute reply's ``user_expressions``, not a
@@ -130,7 +130,7 @@ def answer(client, request: dict, timeout: float) -> dict:
     import ast
     import time
 
-    code = PROBE.replace("__REQUEST__", repr(request))
+    code = code or f"_rooflab_answer = _rooflab_probe({request!r})"
     kc = client.kc
     while kc.iopub_channel.msg_ready():  # drop what earlier requests printed
         kc.get_iopub_msg(timeout=0)
@@ -157,6 +157,9 @@ def main() -> None:
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
+    cache = os.environ.get("ROOFLAB_MATPLOTLIB_CACHE")
+    if cache and os.path.isdir(cache) and os.environ.get("MPLCONFIGDIR"):
+        shutil.copytree(cache, os.environ["MPLCONFIGDIR"], dirs_exist_ok=True)  # the grader's font cache
     start = json.loads(sys.stdin.readline())
     notebook = nbformat.reads(json.dumps(start["notebook"]), as_version=4)
     skip = set(start.get("skip", []))
@@ -181,6 +184,7 @@ def main() -> None:
                 raise
         send({"event": "executed", "notebook": notebook})
         client.on_cell_start = None
+        answer(client, None, client.timeout, code=PROBE)
         for line in sys.stdin:
             send(answer(client, json.loads(line), client.timeout))
 

@@ -28,6 +28,7 @@ import queue
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -97,6 +98,19 @@ def _read_only_paths() -> list[Path]:
     return kept
 
 
+def matplotlib_cache() -> Path:
+    """A folder with matplotlib's font cache, built once per user: copied into each sandbox (course/kernel_runner.py),
+    it saves every kernel the second or two of building it afresh."""
+    folder = Path(tempfile.gettempdir()) / f"rooflab-matplotlib-{os.geteuid()}"
+    if not list(folder.glob("fontlist*.json")):
+        folder.mkdir(mode=0o755, exist_ok=True)
+        subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], capture_output=True,
+                       env=dict(os.environ, MPLCONFIGDIR=str(folder)), timeout=120)
+        for path in folder.iterdir():
+            path.chmod(0o644)
+    return folder
+
+
 def _environment(home: str) -> dict[str, str]:
     return {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
@@ -137,8 +151,9 @@ def _bwrap_prefix(limits: SandboxLimits) -> list[str]:
                 "--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", "/dev/shm",
                 "--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", HOME,
                 "--perms", "0755", "--dir", "/grader",
-                "--ro-bind", str(RUNNER), "/grader/kernel_runner.py", "--chdir", HOME, "--clearenv"]
-    for key, value in _environment(HOME).items():
+                "--ro-bind", str(RUNNER), "/grader/kernel_runner.py",
+                "--ro-bind", str(matplotlib_cache()), "/grader/matplotlib", "--chdir", HOME, "--clearenv"]
+    for key, value in (_environment(HOME) | {"ROOFLAB_MATPLOTLIB_CACHE": "/grader/matplotlib"}).items():
         command += ["--setenv", key, value]
     command += ["--"]
     return command
@@ -156,7 +171,8 @@ def _unshare_prefix(hide: list[Path], limits: SandboxLimits) -> list[str]:
     mounts += [f"mkdir -p {folder} && mount -t tmpfs -o size={limits.disk_bytes},mode=1777 none {folder}"
                for folder in ("/tmp", "/dev/shm", HOME)]
     script = " && ".join(mounts) + f" && cd {HOME} && exec \"$@\""
-    env = " ".join(f"{k}={json.dumps(v)}" for k, v in _environment(HOME).items())
+    env = " ".join(f"{k}={json.dumps(v)}" for k, v in
+                   (_environment(HOME) | {"ROOFLAB_MATPLOTLIB_CACHE": str(matplotlib_cache())}).items())
     return ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--ipc", "--uts",
             "sh", "-c", f"export {env}; {script}", "sandbox"]
 
