@@ -266,7 +266,7 @@ KINDS: list[Kind] = [
         "children = []\n"
         "try:\n"
         "    for _ in range(200):\n"
-        "        children.append(subprocess.Popen(['sleep', '60']))\n"
+        "        children.append(subprocess.Popen(['sleep', '61.2345']))\n"
         "except OSError as error:\n"
         "    print('stopped after', len(children), error)\n", base="reference"), FULL, "import subprocess"),
     Kind("twenty_gib", extra(
