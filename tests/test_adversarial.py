@@ -40,7 +40,7 @@ def _leftovers():
             command = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if command.startswith("sleep 61.2345") or "grades.csv" in command:
+        if command.startswith("sleep 61.2345") or "/**/grades.csv" in command:
             found.append(f"{entry}: {command[:80]}")
     return found
 
