@@ -61,6 +61,12 @@ class Crossing(float):
     def __repr__(self) -> str:
         return float.__repr__(self)
 
+    def __index__(self) -> int:
+        """A finite crossing is a whole number of tokens or sequences: usable as ``range(crossing)``."""
+        if not math.isfinite(self) or self != int(self):
+            raise TypeError(f"{float(self)} is not a whole number")
+        return int(self)
+
 
 def _per_element(search, values):
     """Apply a scalar search to each element of an array (searches do not vectorise), or to a scalar."""

@@ -186,6 +186,8 @@ class Model:
 
     def check_context(self, tokens, what: str) -> None:
         """Raise ContextTooLong if ``tokens`` (an int or array) exceeds max_context, naming a model that has it."""
+        if type(tokens) is int and tokens <= self.max_context:  # the common case, without numpy
+            return
         longest = int(np.max(tokens)) if np.ndim(tokens) else int(tokens)
         if longest <= self.max_context:
             return

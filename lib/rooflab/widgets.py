@@ -6,6 +6,8 @@ a widget box; display it as the last line of a cell.
 
 from __future__ import annotations
 
+import math
+
 import ipywidgets as w
 import matplotlib.pyplot as plt
 
@@ -78,7 +80,7 @@ def explain_memory(model: str, device: str, context_len: int, batch: int, kv: st
     step = decode_step(model, device, context_len, batch, precision)
     typical = decode_step(model, device, context_len, batch, precision, efficiency="typical")
     return (f"{held}: fits (largest batch {budget.max_batch}).  Step {step.time:.3g~P} ideal, "
-            f"{typical.time:.3g~P} typical: {batch / typical.time.m_as('s'):,.0f} tokens/s typical.")
+            f"{typical.time:.3g~P} typical: {_three(batch / typical.time.m_as('s'))} tokens/s typical.")
 
 
 def memory_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L4", "A100-80GB", "H100-SXM", "H200", "B200", "MI300X")):
@@ -171,6 +173,14 @@ def crossover_explorer(devices: tuple[str, ...] = ("L4", "A100-80GB", "H100-SXM"
             plt.show()
 
     return _explorer([[model, device], [output, context]], render)
+
+
+def _three(x: float) -> str:
+    """``x`` to three significant figures, with thousands separators (11,335 -> '11,300')."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    digits = 2 - math.floor(math.log10(abs(x)))
+    return f"{round(x, digits):,.{max(digits, 0)}f}"
 
 
 def _context(model: str, largest: int, step: int = 16, answer: int = 1) -> int:
