@@ -26,7 +26,7 @@ import pint
 
 from .hardware import Hardware, hardware as _hardware
 from .precision import Precision, as_precision
-from .units import quantity, to_si
+from .units import quantity, rounded, to_si
 from .validation import fraction
 
 __all__ = ["Cost", "roofline", "cost_si", "combine"]
@@ -144,8 +144,8 @@ class Cost:
         if np.ndim(self.time_si) == 0:
             fits = "" if np.all(self.fits) else ", DOES NOT FIT"
             return (
-                f"Cost(time={self.time:.4g~P}, bound={self.bound!r}, flops={self.flops:.4g~P}, "
-                f"bytes={self.bytes:.4g~P}, intensity={self.intensity:.4g~P}{fits})"
+                f"Cost(time={rounded(self.time):~P}, bound={self.bound!r}, flops={rounded(self.flops):~P}, "
+                f"bytes={rounded(self.bytes):~P}, intensity={rounded(self.intensity):~P}{fits})"
             )
         return f"Cost(sweep of {np.size(self.time_si)} points)"
 

@@ -55,7 +55,7 @@ from .hardware import Hardware, hardware as _hardware
 from .models import Model, model as _model
 from .precision import Precision, as_precision
 from .roofline import Cost, combine, cost_si
-from .units import quantity, to_si
+from .units import quantity, rounded, to_si
 from .validation import fraction, lengths
 
 __all__ = [
@@ -364,7 +364,7 @@ class Request:
         if np.ndim(self.ttft_si) == 0:
             fits = "" if np.all(self.fits) else ", DOES NOT FIT"
             return (
-                f"Request(ttft={self.ttft:.4g~P}, itl={self.itl:.4g~P}, e2e={self.e2e:.4g~P}, "
+                f"Request(ttft={rounded(self.ttft):~P}, itl={rounded(self.itl):~P}, e2e={rounded(self.e2e):~P}, "
                 f"decode_share={float(self.decode_share.magnitude):.1%}{fits})"
             )
         return f"Request(sweep of {np.size(self.ttft_si)} points)"
@@ -483,9 +483,9 @@ class MemoryBudget:
     def __repr__(self) -> str:
         if np.ndim(self.kv_si) == 0:
             return (
-                f"MemoryBudget(weights={self.weights:.4g~P}, kv={self.kv:.4g~P}, "
-                f"reserve={self.reserve:.4g~P}, total={self.total:.4g~P}, "
-                f"capacity={self.capacity:.4g~P}, fits={self.fits}, max_batch={self.max_batch})"
+                f"MemoryBudget(weights={rounded(self.weights):~P}, kv={rounded(self.kv):~P}, "
+                f"reserve={rounded(self.reserve):~P}, total={rounded(self.total):~P}, "
+                f"capacity={rounded(self.capacity):~P}, fits={self.fits}, max_batch={self.max_batch})"
             )
         return f"MemoryBudget(sweep of {np.size(self.kv_si)} points)"
 
