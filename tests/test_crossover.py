@@ -30,8 +30,9 @@ def test_weight_matmuls_turn_compute_bound_near_the_ridge_at_any_context(context
     # the body at batch B: compute B 2P / PEAK against memory (P + B D) 2 / BW; the context does not enter
     exact = (2 * P / BW) / (2 * P / PEAK - 2 * D / BW)
     assert 290 < exact < 300  # near the ridge point, 989.4 / 3.35 = 295
-    crossing = rl.decode_compute_bound_batch("Llama-3-8B", "H100", context_len=context)
-    assert crossing == math.ceil(exact) and crossing.operation == "body"
+    assert rl.decode_compute_bound_batch("Llama-3-8B", "H100", context_len=context) == math.ceil(exact)
+    crossing = rl.decode_compute_bound_batch("Llama-3-8B", "H100", context_len=context, detail=True)
+    assert crossing.value == math.ceil(exact) and crossing.operation == "body"
     # whether that batch fits: 296 sequences of context + 1 tokens next to 16.06 GB of weights
     assert crossing.fits == (296 * (context + 1) * KV + 16.06e9 <= CAP)
     assert crossing.fits is (context != 4000)
@@ -61,8 +62,9 @@ def test_ttft_exceeds_decode():
     def decode(k):  # 255 steps at contexts k .. k + 254, every operation memory-bound
         return sum(((P + D) * 2 + V * D * 2 + (c + 1) * KV) / BW for c in range(k, k + 255))
 
-    crossing = rl.ttft_exceeds_decode_len("Llama-3.1-8B", "H100", output_len=256)
-    n = int(crossing)
+    crossing = rl.ttft_exceeds_decode_len("Llama-3.1-8B", "H100", output_len=256, detail=True)
+    n = crossing.value
+    assert n == rl.ttft_exceeds_decode_len("Llama-3.1-8B", "H100", output_len=256)
     assert ttft(n) > decode(n) and ttft(n - 1) <= decode(n - 1)
     assert crossing.operation == "attention"  # at ~58k tokens the N^2 attention is the prefill's largest part
     # Llama-3-8B has no such prompt within its 8,192 tokens
@@ -98,6 +100,15 @@ def test_crossovers_take_arrays():
     assert lengths[0] < lengths[1]
     outs = rl.balanced_output_len("Llama-3-8B", "H100", prompt_len=[500, 4000])
     assert outs[0] < outs[1]
+    detailed = rl.balanced_output_len("Llama-3-8B", "H100", prompt_len=[500, 4000], detail=True)
+    assert [c.value for c in detailed] == list(outs) and all(c.operation == "body" for c in detailed)
+
+
+def test_plain_numbers_by_default():
+    # plain ints (or math.inf) as before the per-operation model, so answer checkers take them as numbers
+    assert type(rl.decode_compute_bound_batch("Llama-3-8B", "H100")) is int
+    assert rl.decode_compute_bound_batch("Llama-3-8B", "H100", 4000, operation="step") == math.inf
+    assert type(rl.balanced_output_len("Llama-3-8B", "H100", 2000)) is int
 
 
 def test_bad_operation_is_named():

@@ -4,20 +4,25 @@ They follow the per-operation model of :mod:`rooflab.serving` and say which
 operation crosses: a decode step's weight matmuls (the ``body``) turn
 compute-bound near the ridge batch at any context, while attention over the
 cache stays memory-bound (its intensity is about heads / kv_heads FLOP/B).
-Each search stays inside the model's context; a crossing that needs more
-memory than the device has is returned with ``fits=False`` and says so.
+Each search stays inside the model's context.  The
+functions return a plain number (``math.inf`` when nothing crosses); with
+``detail=True`` they return a :class:`Crossing` that also names the operation
+and says whether the configuration there fits in memory.
 
 >>> import rooflab as rl
 >>> round(rl.attention_crossover_len(rl.model("Llama-3-8B")))
 53250
->>> b = rl.decode_compute_bound_batch("Llama-3-8B", "H100", context_len=4000)
->>> b, b.operation, b.fits
-(296.0, 'body', False)
+>>> rl.decode_compute_bound_batch("Llama-3-8B", "H100", context_len=4000)
+296
+>>> b = rl.decode_compute_bound_batch("Llama-3-8B", "H100", context_len=4000, detail=True)
+>>> b.value, b.operation, b.fits
+(296, 'body', False)
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,39 +45,34 @@ __all__ = [
 _OPERATIONS = ("body", "attention", "head", "step")
 
 
-class Crossing(float):
-    """A crossover point: a float (``math.inf`` when there is none) that also says which operation
-    crosses (``operation``), whether the configuration there fits in memory (``fits``) and how (``note``)."""
+@dataclass(frozen=True)
+class Crossing:
+    """A crossover point with its explanation: ``value`` (whole tokens or sequences, ``math.inf`` when
+    nothing crosses), the ``operation`` that crosses, whether the configuration there ``fits`` in memory,
+    and a ``note`` in words."""
 
-    __slots__ = ("operation", "fits", "note")
+    value: float
+    operation: str
+    fits: bool
+    note: str
 
-    def __new__(cls, value: float, operation: str = "", fits: bool = True, note: str = "") -> Crossing:
-        self = super().__new__(cls, value)
-        object.__setattr__(self, "operation", operation)
-        object.__setattr__(self, "fits", bool(fits))
-        object.__setattr__(self, "note", note)
-        return self
+    def __float__(self) -> float:
+        return float(self.value)
 
-    def __setattr__(self, name, value):
-        raise AttributeError("a Crossing is immutable")
-
-    __str__ = float.__repr__
-
-    def __repr__(self) -> str:
-        return float.__repr__(self)
-
-    def __index__(self) -> int:
-        """A finite crossing is a whole number of tokens or sequences: usable as ``range(crossing)``."""
-        if not math.isfinite(self) or self != int(self):
-            raise TypeError(f"{float(self)} is not a whole number")
-        return int(self)
+    def __str__(self) -> str:
+        return self.note
 
 
-def _per_element(search, values):
-    """Apply a scalar search to each element of an array (searches do not vectorise), or to a scalar."""
+def _per_element(search, values, detail: bool):
+    """Apply a scalar search (returning a Crossing) to each element of an array, or to a scalar; return
+    the values (an array for an array), or the Crossings themselves (a list for an array) with ``detail``."""
     if np.ndim(values):
-        return np.array([float(search(int(v))) for v in np.ravel(values)], dtype=float).reshape(np.shape(values))
-    return search(values)
+        found = [search(int(v)) for v in np.ravel(values)]
+        if detail:
+            return found
+        return np.array([c.value for c in found], dtype=float).reshape(np.shape(values))
+    found = search(values)
+    return found if detail else found.value
 
 
 def _first_true(predicate, lo: int, hi: int) -> float:
@@ -129,14 +129,15 @@ def decode_compute_bound_batch(
     max_batch: int = 1 << 24,
     efficiency: str | Efficiency = "ideal",
     operation: str = "body",
-) -> Crossing:
+    detail: bool = False,
+) -> float | Crossing:
     """Smallest batch at which ``operation`` of a decode step turns compute-bound; ``math.inf`` if none does.
 
     ``"body"`` (the weight matmuls, the default): B x 2 P / (peak x mfu) >= (weights + B rows) /
     (bandwidth x mbu), near the ridge point at any context.  ``"head"``: likewise for the output
     head.  ``"attention"``: over the cache, intensity about heads / kv_heads, so never on today's
     devices.  ``"step"``: the whole step's ``bound`` (compute-bound parts take most of its time).
-    The result says whether that batch at ``context_len`` fits in memory (``.fits``).
+    With ``detail=True``, a Crossing that also says whether that batch at ``context_len`` fits in memory.
     """
     if operation not in _OPERATIONS:
         raise ValueError(f"operation must be one of {', '.join(_OPERATIONS)}, got {operation!r}")
@@ -159,7 +160,7 @@ def decode_compute_bound_batch(
         batch = _first_true(compute_bound, 1, max_batch)
         return _crossing(batch, operation, s, lambda b: b * (c + 1), f"decode at context {c:,}")
 
-    return _per_element(search, lengths(context_len, "context_len", minimum=0))
+    return _per_element(search, lengths(context_len, "context_len", minimum=0), detail)
 
 
 def _crossing(value: float, operation: str, s, tokens_held, what: str) -> Crossing:
@@ -182,13 +183,14 @@ def ttft_exceeds_decode_len(
     mfu: float | None = None,
     mbu: float | None = None,
     overhead=None,
-) -> Crossing:
+    detail: bool = False,
+) -> float | Crossing:
     """Smallest prompt length whose TTFT exceeds the decode time of an ``output_len``-token answer.
 
     Decode time is (output_len - 1) x ITL as in :func:`rooflab.request`; ``math.inf`` if no prompt
     within the model's context (prompt_len + output_len - 1 tokens) or ``max_prompt_len`` gets
-    there.  ``.operation`` names the prefill's dominant operation at the crossing.  An array of
-    answer lengths gives an array.
+    there.  With ``detail=True`` the Crossing's ``operation`` names the prefill's dominant operation
+    there.  An array of answer lengths gives an array.
     """
     s = _setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     b = lengths(batch, "batch")
@@ -202,7 +204,7 @@ def ttft_exceeds_decode_len(
         operation = _prefill_si(s, int(n), b).dominant if n != math.inf else "prefill"
         return _crossing(n, operation, s, lambda k: b * (k + out), f"a {out:,}-token answer")
 
-    return _per_element(search, lengths(output_len, "output_len", minimum=2))
+    return _per_element(search, lengths(output_len, "output_len", minimum=2), detail)
 
 
 def balanced_output_len(
@@ -216,13 +218,14 @@ def balanced_output_len(
     mfu: float | None = None,
     mbu: float | None = None,
     overhead=None,
-) -> Crossing:
+    detail: bool = False,
+) -> float | Crossing:
     """Smallest answer length whose decode time reaches the TTFT of a ``prompt_len`` prompt.
 
     Answers shorter than this spend most of the request in prefill (a summariser); longer
     ones in decode (a chatbot).  Divide by prompt_len for the output/input ratio.  ``math.inf``
-    if no answer within the model's context gets there; ``.operation`` names the decode step's
-    dominant operation at the crossing.
+    if no answer within the model's context gets there.  With ``detail=True`` the Crossing's
+    ``operation`` names the decode step's dominant operation there.
     """
     s = _setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     b = lengths(batch, "batch")
@@ -239,4 +242,4 @@ def balanced_output_len(
         operation = _decode_si(s, n + int(out) - 2, b).dominant if out != math.inf else "decode"
         return _crossing(out, operation, s, lambda k: b * (n + k), f"a {n:,}-token prompt")
 
-    return _per_element(search, lengths(prompt_len, "prompt_len"))
+    return _per_element(search, lengths(prompt_len, "prompt_len"), detail)

@@ -266,12 +266,12 @@ def crossover_figure(model: Model | str, device: Hardware | str, output_lens=(64
                       label=f"body memory, context {context:,}")
         _plot_fitting(right, batches, attention.time_si, step.fits, style, color="#55A868",
                       label=f"attention (memory-bound), context {context:,}")
-        crossing = decode_compute_bound_batch(model, device, context)
-        if crossing <= batches[-1]:
-            right.axvline(crossing, color="grey", ls=style, lw=1)
+        crossing = decode_compute_bound_batch(model, device, context, detail=True)
+        if crossing.value <= batches[-1]:
+            right.axvline(crossing.value, color="grey", ls=style, lw=1)
             note = "" if crossing.fits else " (does not fit)"
-            right.annotate(f"body compute-bound\nfrom batch {crossing:,.0f}{note}",
-                           (crossing, float(np.min(body.memory_time_si))), xytext=(3, 3),
+            right.annotate(f"body compute-bound\nfrom batch {crossing.value:,.0f}{note}",
+                           (crossing.value, float(np.min(body.memory_time_si))), xytext=(3, 3),
                            textcoords="offset points", fontsize=8)
     right.set_xscale("log")
     right.set_yscale("log")

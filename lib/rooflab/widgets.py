@@ -138,17 +138,17 @@ def explain_crossovers(model: str, device: str, output_len: int, context_len: in
 
     limit = _model(model).max_context
     try:
-        batch = decode_compute_bound_batch(model, device, context_len)
+        batch = decode_compute_bound_batch(model, device, context_len, detail=True)
         prompt = ttft_exceeds_decode_len(model, device, output_len)
     except ValueError as error:  # a context the model lacks
         return f"Not possible: {error}"
     half = attention_crossover_len(model)
-    fits = "" if batch.fits else f" (but {batch:,.0f} sequences of {context_len:,} tokens do not fit in memory)"
+    fits = "" if batch.fits else f" (but {batch.value:,.0f} sequences of {context_len:,} tokens do not fit in memory)"
     return "\n".join([
         f"attention is half the prefill from {half:,.0f} tokens"
         + ("" if half <= limit else f", beyond the model's {limit:,}-token context"),
         f"in a decode step at {context_len:,} tokens of context the weight matmuls turn compute-bound "
-        + (f"at batch {batch:,.0f}{fits}" if batch != float("inf") else "at no batch")
+        + (f"at batch {batch.value:,.0f}{fits}" if batch.value != float("inf") else "at no batch")
         + "; attention over the cache stays memory-bound",
         f"the prefill outlasts a {output_len}-token answer from a "
         + (f"{prompt:,.0f}-token prompt" if prompt != float("inf")
