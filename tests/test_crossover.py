@@ -114,3 +114,16 @@ def test_plain_numbers_by_default():
 def test_bad_operation_is_named():
     with pytest.raises(ValueError, match="operation must be one of body, attention, head, step"):
         rl.decode_compute_bound_batch("Llama-3-8B", "H100", operation="mlp")
+
+
+def test_a_short_prompt_is_memory_bound():
+    # the body's prefill: 2 P N / PEAK >= (P + N D) 2 / BW from N = P / (BW P / PEAK - D) = 295.6
+    exact = P / (P * BW / PEAK - D)
+    assert rl.prefill_compute_bound_len("Llama-3-8B", "H100") == math.ceil(exact) == 296
+    assert rl.prefill("Llama-3-8B", "H100", 50).parts["body"].bound == "memory"  # the chatbot's 50-token prompt
+    # the shortcut (one max over the sums, embedding and head bytes included) put it at about 317 tokens
+    flops = lambda n: 2 * P * n + 2 * L * A * n * n + 2 * D * V  # noqa: E731
+    nbytes = lambda n: (P + V * D + n * D) * 2 + n * KV  # noqa: E731
+    assert min(n for n in range(1, 1000) if flops(n) / PEAK >= nbytes(n) / BW) in range(310, 320)
+    step = rl.prefill_compute_bound_len("Llama-3-8B", "H100", operation="step", detail=True)
+    assert step.operation == "step" and step.value <= 296

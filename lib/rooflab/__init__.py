@@ -32,6 +32,7 @@ from .crossover import (
     attention_share,
     balanced_output_len,
     decode_compute_bound_batch,
+    prefill_compute_bound_len,
     ttft_exceeds_decode_len,
 )
 
@@ -46,5 +47,5 @@ __all__ = [
     "Efficiency", "efficiency", "PRESETS",
     "DoesNotFit", "MemoryBudget", "Request", "decode_step", "memory_budget", "prefill", "request",
     "Crossing", "attention_crossover_len", "attention_share", "balanced_output_len",
-    "decode_compute_bound_batch", "ttft_exceeds_decode_len",
+    "decode_compute_bound_batch", "prefill_compute_bound_len", "ttft_exceeds_decode_len",
 ]

@@ -38,6 +38,7 @@ __all__ = [
     "attention_share",
     "attention_crossover_len",
     "decode_compute_bound_batch",
+    "prefill_compute_bound_len",
     "ttft_exceeds_decode_len",
     "balanced_output_len",
 ]
@@ -170,6 +171,37 @@ def _crossing(value: float, operation: str, s, tokens_held, what: str) -> Crossi
     fits = bool(_check_fit(s, tokens_held(int(value)), what, allow_overflow=True))
     note = f"{what}: {operation} crosses at {value:,.0f}" + ("" if fits else ", which does not fit in memory")
     return Crossing(value, operation, fits, note)
+
+
+def prefill_compute_bound_len(
+    model: Model | str,
+    hardware: Hardware | str,
+    precision: str | Precision = "fp16",
+    batch: int = 1,
+    mfu: float | None = None,
+    mbu: float | None = None,
+    efficiency: str | Efficiency = "ideal",
+    operation: str = "body",
+    detail: bool = False,
+) -> float | Crossing:
+    """Shortest prompt whose prefill ``operation`` is compute-bound; ``math.inf`` if none within the context.
+
+    ``"body"`` (default): 2 P N / (peak x mfu) >= (weights + N rows) / (bandwidth x mbu), about the
+    ridge point in tokens (a short chat prompt is memory-bound).  ``"step"``: the whole prefill's
+    ``bound``.  ``"attention"`` and ``"head"`` likewise for those operations.
+    """
+    if operation not in _OPERATIONS:
+        raise ValueError(f"operation must be one of {', '.join(_OPERATIONS)}, got {operation!r}")
+    s = _setup(model, hardware, precision, mfu, mbu, efficiency=efficiency)
+    b = lengths(batch, "batch")
+
+    def compute_bound(n: int) -> bool:
+        cost = _prefill_si(s, n, b)
+        return (cost if operation == "step" else cost.parts[operation]).bound == "compute"
+
+    n = _first_true(compute_bound, 1, s.model.max_context)
+    found = _crossing(n, operation, s, lambda k: b * k, f"a prefill of batch {b}")
+    return found if detail else found.value
 
 
 def ttft_exceeds_decode_len(
