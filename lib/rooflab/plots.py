@@ -77,9 +77,13 @@ def roofline_figure(
         if not np.all(cost.fits):
             colour, label = _GREY, f"{label}, does not fit"
         ax.plot(intensity, achieved, "o", ms=size, color=colour)
+        point = (float(intensity.flat[-1]), float(achieved.flat[-1]))
+        if size < 8:  # an operation of a pass: its name only, above and left of the point
+            ax.annotate(label, point, xytext=(-4, 6), ha="right", textcoords="offset points", fontsize=7,
+                        color=colour)
+            continue
         on_flat_roof = cost.bound == "compute" if isinstance(cost.bound, str) else False
-        ax.annotate(f"{label}\n({cost.bound if isinstance(cost.bound, str) else 'sweep'}-bound)",
-                    (float(intensity.flat[-1]), float(achieved.flat[-1])),
+        ax.annotate(f"{label}\n({cost.bound if isinstance(cost.bound, str) else 'sweep'}-bound)", point,
                     # under the flat roof the label would sit on the line: put it below the point
                     xytext=(0, -30) if on_flat_roof else (6, -14), ha="center" if on_flat_roof else "left",
                     textcoords="offset points", fontsize=8, color=colour)
@@ -175,8 +179,8 @@ def quantization_figure(model: Model | str, device: Hardware | str, max_len: int
     """Speed-up of weight-only INT8 and INT4 (groups of 128) over FP16, by phase, against length.
 
     Decode at batch 1 and 16 against the context, prefill against the prompt, up to the model's
-    context; dotted lines mark the ratios of all weight bytes (embedding and head stay 16-bit, as
-    shipped), which decode approaches only while weights dominate.  Where FP16 weights and cache
+    context; dotted lines mark the ratio of the weight bytes a step reads (the embedding and head stay
+    16-bit, as shipped), which decode approaches only while weights dominate.  Where FP16 weights and cache
     do not fit in memory the lines turn grey and dotted.  Returns the Axes.
     """
     top = min(max_len, _max_context(model) - 1)
@@ -196,9 +200,9 @@ def quantization_figure(model: Model | str, device: Hardware | str, max_len: int
                   label="prefill, INT4")
     m = _model(model)
     for label, precision in formats.items():
-        ratio = m.weight_bytes_si("fp16") / m.weight_bytes_si(precision)
+        ratio = _step_weight_bytes(m, Precision()) / _step_weight_bytes(m, precision)
         ax.axhline(ratio, color="grey", ls=":", lw=1)
-        ax.annotate(f"{label} weight-byte ratio {ratio:.2f}x", (lengths[0], ratio), xytext=(2, 3),
+        ax.annotate(f"{label}: ratio of the weight bytes a step reads, {ratio:.2f}x", (lengths[0], ratio), xytext=(2, 3),
                     textcoords="offset points", fontsize=7, color="grey")
     ax.set_xscale("log")
     ax.set_xlabel("context (decode) or prompt (prefill) length, tokens")
@@ -282,6 +286,11 @@ def crossover_figure(model: Model | str, device: Hardware | str, output_lens=(64
     fig.suptitle(f"{name} on the {_hardware(device).name}: where the binding resource changes", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def _step_weight_bytes(m: Model, precision: Precision) -> float:
+    """Weight bytes a batch-1 step reads, B: non-embedding weights + the output head (not the embedding table)."""
+    return m.non_embedding_params * precision.bytes_per_weight + m.vocab * m.d_model * precision.embedding_bytes_per_weight
 
 
 def _max_context(model: Model | str) -> int:
