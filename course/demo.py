@@ -71,18 +71,19 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return "compute" if intensity.m_as("FLOP/B") > 1000 else "memory"'),
             ("ex5_speedups", None, 'def speedups(model, old, new, prompt_len, precision="fp16"):\n    return 3.17, 1.64\n\n'
              'ttft_follows = "peak FLOP/s"\nitl_follows = "memory bandwidth"'),
-            ("ex6_sla", None, 'def sla_verdict(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16"):\n'
-             '    return "does not fit" if device.name == "T4" else "meets"'),
+            ("ex6_sla", None, 'def sla_verdict(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16",\n'
+             '                efficiency="typical"):\n'
+             '    if device.name == "T4":\n        return "does not fit"\n'
+             '    return "too slow" if device.name == "A100-80GB" and efficiency == "typical" else "meets"'),
             ("ex7_share", None, 'def decode_share(ttft, itl, output_len):\n    return 0.9786'),
-            ("ex8_profile", None, 'def mfu(flops, time, device, precision="fp16"):\n    return 0.6507\n\n\n'
-             'def mbu(nbytes, time, device):\n    return 0.7472'),
+            ("ex8_profile", None, 'def mfu(flops, time, device, precision="fp16"):\n    return 0.6658\n\n\n'
+             'def mbu(nbytes, time, device):\n    return 0.6814'),
         ],
     },
     "03_quantization": {
         # Every answer here is a ratio or a count, so a time in the wrong unit cancels out: no "ms_for_s" entry.
         "gb_for_gib": [
-            ("ex1_bits", 'return Q_(model.total_params * bits_per_weight(fmt, group_size) / 8, "B")',
-             'return Q_(model.total_params * bits_per_weight(fmt, group_size) / 8 / 2**30, "GB")'),
+            ("ex1_bits", 'return Q_(bits / 8, "B")', 'return Q_(bits / 8 / 2**30, "GB")'),
         ],
         "forgot_k_and_v": [
             ("ex5_extra", "per_sequence = context_len * kv_bytes_per_token(model, kv_bytes_per_value)",
@@ -102,14 +103,17 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
         ],
         "hard_coded": [
             ("ex1_bits", None, 'BITS = {"fp16": 16, "bf16": 16, "fp8": 8, "int8": 8, "int4": 4}\n\n\n'
-             'def bits_per_weight(fmt, group_size=None, scale_bits=16):\n    return 4.125\n\n\n'
-             'def quantized_weight_bytes(model, fmt, group_size=None):\n    return Q_(4.14, "GB")'),
-            ("ex2_decode", None, 'def decode_speedup(model, device, context_len, batch, fmt, group_size=None):\n    return 1.57'),
+             'def bits_per_weight(fmt, group_size=None, scale_bits=16, zero_bits=0):\n'
+             '    return 4.15625 if zero_bits else 4.125\n\n\n'
+             'def quantized_weight_bytes(model, fmt, group_size=None, zero_bits=0, quantize_embeddings=False):\n'
+             '    return Q_(5.70, "GB")'),
+            ("ex2_decode", None, 'def decode_speedup(model, device, context_len, batch, fmt, group_size=None):\n    return 1.46'),
             ("ex3_ttft", None, 'def ttft_speedup(model, device, prompt_len, fmt, group_size=None):\n    return 1.0'),
             ("ex4_w8a8", None, 'def w8a8_prefill_speedup(model, device, prompt_len, compute="fp8"):\n    return 2.0'),
-            ("ex5_extra", None, 'def extra_sequences(model, device, context_len, gpu_memory_utilization=0.9):\n    return 76'),
-            ("ex6_cheapest", None, 'def cheapest_config(model, configs, prompt_len, output_len, ttft_limit, itl_limit):\n'
-             '    return "T4, INT4"'),
+            ("ex5_extra", None, 'def extra_sequences(model, device, context_len, gpu_memory_utilization=0.9):\n    return 77'),
+            ("ex6_cheapest", None, 'def cheapest_config(model, configs, prompt_len, output_len, ttft_limit, itl_limit,\n'
+             '                    efficiency="typical"):\n'
+             '    return "T4, INT4" if efficiency == "ideal" else "L4, INT4"'),
         ],
     },
     "04_crossover": {
@@ -119,11 +123,12 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              'weights = Q_(model.total_params * BYTES_PER_VALUE[precision] / 2**30, "GB")'),
         ],
         "forgot_k_and_v": [
-            ("ex2_kv", "extra_memory = context_len * kv_bytes_per_token(model, precision) / device.memory_bandwidth",
-             "extra_memory = context_len * kv_bytes_per_token(model, precision) / 2 / device.memory_bandwidth"),
+            ("ex2_operations", "batch * context_len * kv_bytes_per_token(model, precision))",
+             "batch * context_len * kv_bytes_per_token(model, precision) / 2)"),
         ],
         "raises": [
-            ("ex5_balance", "    lo, hi = 2, 1_000_000", "    lo, hi = 2, 1_000_000 // 0"),
+            ("ex5_balance", "    lo, hi = 2, model.max_context - prompt_len + 1",
+             "    lo, hi = 2, (model.max_context - prompt_len + 1) // 0"),
         ],
         "infinite_loop": [
             ("ex6_spec", "def spec_to_buy(", "while True:  # a loop left running\n    pass\n\n\ndef spec_to_buy("),
@@ -137,14 +142,14 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
         ],
         "hard_coded": [
             ("ex1_batch", None, 'def compute_bound_batch(model, device, precision="fp16"):\n    return 316.0'),
-            ("ex2_kv", None, 'def compute_bound_batch_kv(model, device, context_len, precision="fp16"):\n'
-             '    return math.inf if context_len > 393 else 1335.0\n\n\n'
-             'def never_compute_bound_context(model, device, precision="fp16"):\n    return 393.0'),
+            ("ex2_operations", None, 'def attention_intensity(model, precision="fp16"):\n    return Q_(4.0, "FLOP/B")\n\n\n'
+             'def decode_parts(model, device, context_len, batch=1, precision="fp16"):\n'
+             '    return {"body": Q_(4.167, "ms"), "attention": Q_(10.02, "ms"), "head": Q_(0.3136, "ms")}'),
             ("ex3_attention", None, 'def attention_share(model, prompt_len):\n    return np.array([0.0362, 0.3754])\n\n\n'
              'def attention_half_len(model):\n    return 53250.0'),
             ("ex4_phase", None, 'def first_longer_prefill(model, device, output_len, prompt_lens):\n    return 17408\n\n\n'
-             'def exact_longer_prefill(model, device, output_len, lo, hi):\n    return 17378'),
-            ("ex5_balance", None, 'def balanced_output_len(model, device, prompt_len):\n    return 8'),
+             'def exact_longer_prefill(model, device, output_len, lo, hi):\n    return 17363'),
+            ("ex5_balance", None, 'def balanced_output_len(model, device, prompt_len, efficiency="ideal"):\n    return 8'),
             ("ex6_spec", None, 'def spec_to_buy(model, device, prompt_len, output_len):\n'
              '    return "memory bandwidth" if output_len > prompt_len else "peak FLOP/s"'),
         ],
@@ -179,14 +184,14 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              'def kv_bytes_per_token(model, precision="fp16"):\n    return Q_(131072, "B")'),
             ("ex2_cache", None, 'def kv_cache_bytes(model, context_len, batch=1, precision="fp16"):\n    return Q_(0.262144, "GB")'),
             ("ex3_fit", None, 'def max_batch(model, device, context_len, weight_precision="fp16", kv_precision="fp16", gpu_memory_utilization=1.0):\n'
-             '    return 243 if gpu_memory_utilization == 1.0 else 213\n\n\n'
+             '    return 264 if gpu_memory_utilization == 1.0 else 232\n\n\n'
              'def longest_context(model, device, batch, weight_precision="fp16", kv_precision="fp16", gpu_memory_utilization=1.0):\n'
-             '    return 487819'),
+             '    return 529939'),
             ("ex4_step", None, 'def decode_step_time(model, device, context_len, batch=1, precision="fp16"):\n'
              '    return Q_(4.87, "ms") if batch == 1 else Q_(9.80, "ms")'),
             ("ex5_gain", None, 'def batching_gain(model, device, context_len, batch, precision="fp16"):\n    return 31.8'),
             ("ex6_equal", None, 'def kv_equals_weights_batch(model, context_len, precision="fp16"):\n    return 61.27'),
-            ("ex7_fp8", None, 'def fp8_kv_extra_sequences(model, device, context_len, gpu_memory_utilization=0.9):\n    return 53'),
+            ("ex7_fp8", None, 'def fp8_kv_extra_sequences(model, device, context_len, gpu_memory_utilization=0.9):\n    return 58'),
         ],
     },
 }

@@ -26,11 +26,13 @@ from dataclasses import dataclass, field
 
 # The library's answers to the derivation exercises, as attribute or imported names.
 LIBRARY_ANSWERS = frozenset({
-    "prefill", "decode_step", "request", "memory_budget", "roofline", "cost_si", "weight_bytes",
-    "kv_bytes_per_token", "kv_bytes_per_token_si", "flops_per_token", "attention_share",
-    "attention_crossover_len", "balanced_output_len", "decode_compute_bound_batch", "ttft_exceeds_decode_len",
-    "reference", "_prefill_si", "_decode_si", "_decode_linear_si", "_decode_total_si", "library_answers",
-    "_rooflab_reference",
+    "prefill", "decode_step", "request", "memory_budget", "roofline", "cost_si", "combine", "weight_bytes",
+    "weight_bytes_si", "kv_bytes_per_token", "kv_bytes_per_token_si", "flops_per_token", "attention_share",
+    "attention_crossover_len", "balanced_output_len", "decode_compute_bound_batch", "prefill_compute_bound_len",
+    "ttft_exceeds_decode_len", "bits_per_weight", "bytes_per_weight", "embedding_bits_per_weight",
+    "embedding_bytes_per_weight", "predict", "ideal_ratio",
+    "reference", "_prefill_si", "_decode_si", "_decode_linear_si", "_decode_total_si", "_body_bytes", "_fit",
+    "library_answers", "_rooflab_reference",
 })
 # Library answers a test can switch off one by one (check.derive_yourself(rooflab.crossover.x)); the rest
 # (the reference copy, whole modules, private helpers) are never allowed in a derivation.

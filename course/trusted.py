@@ -250,7 +250,10 @@ def derived_names(code: str) -> dict[str, frozenset[str] | None]:
         context = node.items[0].context_expr
         if not (isinstance(context, ast.Call) and "derive_yourself" in ast.unparse(context.func)):
             continue
-        banned = frozenset(a.attr if isinstance(a, ast.Attribute) else getattr(a, "id", "") for a in context.args)
+        if any(isinstance(a, ast.Starred) for a in context.args):
+            banned = None  # `*check.library_answers(), extra`: every library answer (the extras are among them)
+        else:
+            banned = frozenset(a.attr if isinstance(a, ast.Attribute) else getattr(a, "id", "") for a in context.args)
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
                 found[sub.func.id] = banned or None

@@ -5,8 +5,8 @@ import pytest
 import rooflab as rl
 from rooflab import Q_
 
-REQUIRED = ["Llama-3-8B", "Llama-3-70B", "Llama-3.1-405B", "Llama-2-7B", "Llama-2-70B",
-            "Mistral-7B", "Mixtral-8x7B", "Qwen2-7B", "TinyLlama-1.1B"]
+REQUIRED = ["Llama-3-8B", "Llama-3.1-8B", "Llama-3-70B", "Llama-3.1-70B", "Llama-3.1-405B", "Llama-2-7B",
+            "Llama-2-13B", "Llama-2-70B", "Mistral-7B", "Mixtral-8x7B", "Qwen2-7B", "TinyLlama-1.1B", "GPT-J-6B"]
 
 
 def test_llama3_8b_counts_by_hand():
@@ -25,9 +25,10 @@ def test_llama3_8b_counts_by_hand():
 
 def test_published_sizes():
     # (model, parameters in billions as published on the model cards)
-    for name, billions in [("Llama-3-70B", 70.6), ("Llama-3.1-405B", 405.9), ("Llama-2-7B", 6.74),
+    for name, billions in [("Llama-3-70B", 70.6), ("Llama-3.1-8B", 8.03), ("Llama-3.1-70B", 70.6),
+                           ("Llama-3.1-405B", 405.9), ("Llama-2-7B", 6.74), ("Llama-2-13B", 13.0),
                            ("Mistral-7B", 7.24), ("Mixtral-8x7B", 46.7), ("Qwen2-7B", 7.62),
-                           ("TinyLlama-1.1B", 1.10)]:
+                           ("TinyLlama-1.1B", 1.10), ("GPT-J-6B", 6.05)]:
         assert rl.model(name).total_params / 1e9 == pytest.approx(billions, rel=0.005), name
 
 
@@ -83,3 +84,33 @@ def test_inconsistent_shapes_are_rejected():
     with pytest.raises(ValueError, match="layers must be a positive"):
         rl.Model("bad", layers=0, d_model=64, heads=4, kv_heads=4, head_dim=16, mlp_dim=128,
                  vocab=100, tied_embeddings=True, source="https://example.org")
+
+
+@pytest.mark.parametrize("name, tokens", [("Llama-3-8B", 8192), ("Llama-3-70B", 8192), ("Llama-3.1-8B", 131072),
+                                          ("Llama-3.1-70B", 131072), ("Llama-2-7B", 4096), ("GPT-J-6B", 2048)])
+def test_models_carry_their_context(name, tokens):
+    # model cards: Llama 3 "8k", Llama 3.1 "128k" (131,072), Llama 2 4,096, GPT-J n_positions 2,048
+    assert rl.model(name).max_context == tokens
+
+
+def test_llama_31_has_llama_3_shapes():
+    old, new = rl.model("Llama-3-8B"), rl.model("Llama-3.1-8B")
+    assert (old.total_params, old.kv_bytes_per_token()) == (new.total_params, new.kv_bytes_per_token())
+    assert rl.model("Llama-3.1-70B").total_params == rl.model("Llama-3-70B").total_params
+
+
+def test_context_error_names_a_model_that_has_it():
+    with pytest.raises(rl.ContextTooLong, match=r"16,000 tokens.*Llama-3-8B's maximum context is 8,192 tokens\. "
+                                                r"Llama-3.1-8B has the same shapes and 131,072"):
+        rl.model("Llama-3-8B").check_context(16_000, "this prompt")
+    with pytest.raises(rl.ContextTooLong, match="Llama-3.1-70B has the same shapes"):
+        rl.model("Llama-3-70B").check_context(20_000, "this prompt")
+    rl.model("Llama-3-8B").check_context(8192, "a full context")  # exactly the maximum is allowed
+
+
+def test_weight_bytes_as_shipped():
+    m = rl.model("Llama-3-8B")
+    body, table = m.non_embedding_params, 2 * 128256 * 4096  # embedding and untied head
+    assert m.weight_bytes("int8").m_as("B") == pytest.approx(body * 1 + table * 2)  # W8A8: 8.03 -> 9.08 GB
+    assert m.weight_bytes("awq-int4").m_as("B") == pytest.approx(body * (4 + 20 / 128) / 8 + table * 2)
+    assert m.weight_bytes("gguf-q4_0").m_as("B") == pytest.approx((body + table) * 4.5 / 8)  # GGUF quantizes both

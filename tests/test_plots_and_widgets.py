@@ -5,6 +5,9 @@ import matplotlib
 matplotlib.use("Agg")
 
 
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
 import rooflab as rl  # noqa: E402
 from rooflab import plots, widgets  # noqa: E402
 
@@ -17,9 +20,16 @@ def test_roofline_figure_places_each_phase_on_its_roof():
     assert len(points) == 2
     (px,), (py,) = points[0].get_data()
     (dx,), (dy,) = points[1].get_data()
-    # prefill right of the ridge at the compute roof; decode left of it at bandwidth x intensity
-    assert px > 295 and abs(py - 989.4) < 1e-6
+    # prefill right of the ridge, just under the compute roof: its memory-bound head adds 0.31 ms to 29.3 ms
+    assert px > 295 and py == prefill.flops.m_as("TFLOP") / prefill.time.m_as("s") and 970 < py < 989.4
+    # decode left of it: bandwidth x intensity, exactly, since all three of its operations are memory-bound
     assert dx < 295 and abs(dy - 3.35 * dx) < 1e-6
+    # with parts, each operation sits on its own roof: the prefill's body on the flat one
+    ax = plots.roofline_figure(h100, {"prefill": prefill, "decode": decode}, parts=True)
+    points = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    assert len(points) == 8
+    (_,), (body_y,) = points[2].get_data()
+    assert abs(body_y - 989.4) < 1e-6
 
 
 def test_phase_bars_show_each_request():
@@ -31,9 +41,12 @@ def test_phase_bars_show_each_request():
 
 def test_explain_covers_fits_does_not_fit_and_missing_precision():
     text, costs = widgets.explain("Llama-3-8B", "H100-SXM", "fp16", 2000, 300, 1)
-    assert "TTFT 29.3 ms (compute-bound)" in text and "ITL 4.56 ms (memory-bound)" in text and set(costs) == {"prefill", "decode step"}
+    assert "TTFT 29.6 ms ideal" in text and "ITL 4.56 ms ideal" in text and set(costs) == {"prefill", "decode step"}
+    assert "typical (compute-bound)" in text and "typical (memory-bound)" in text
     text, costs = widgets.explain("Llama-3-8B", "T4", "fp16", 2000, 300, 1)
-    assert text.startswith("Does not fit") and "16 GB" in text and costs == {}
+    assert text.startswith("Does not fit") and "16.1 GB" in text and costs == {}
+    text, costs = widgets.explain("Llama-3-8B", "H100-SXM", "fp16", 16000, 300, 1)
+    assert text.startswith("Not possible") and "Llama-3.1-8B" in text and costs == {}
     text, costs = widgets.explain("Llama-3-8B", "A100-80GB", "fp8", 2000, 300, 1)
     assert "has no fp8 compute rate" in text and costs == {}
 
@@ -45,13 +58,15 @@ def test_explorer_builds_its_controls():
 
 
 def test_memory_explain_and_figure():
-    # 2,000-token contexts of Llama-3-8B on 80 GB: (80e9 - 16.06e9) / (2000 x 131072) = 243 sequences
+    # 2,000-token contexts of Llama-3-8B on the 81,559 MiB an H100 reports:
+    # (81,559 x 2^20 - 16.06e9) / (2000 x 131072) = 264 sequences; 529 with an FP8 cache
     text = widgets.explain_memory("Llama-3-8B", "H100-SXM", 2000, 64, "fp16")
-    assert "fits (largest batch 243)" in text and "KV 16.8 GB" in text
-    assert "DOES NOT FIT" in widgets.explain_memory("Llama-3-8B", "H100-SXM", 2000, 300, "fp16")
-    assert "fits (largest batch 487)" in widgets.explain_memory("Llama-3-8B", "H100-SXM", 2000, 300, "fp8")
+    assert "fits (largest batch 264)" in text and "KV 16.8 GB" in text and "ms typical" in text
+    overflow = widgets.explain_memory("Llama-3-8B", "H100-SXM", 2000, 300, "fp16")
+    assert "DOES NOT FIT" in overflow and " ms" not in overflow  # no time for what does not fit
+    assert "fits (largest batch 529)" in widgets.explain_memory("Llama-3-8B", "H100-SXM", 2000, 300, "fp8")
     ax = plots.memory_figure("Llama-3-8B", "H100", 2000, 300)
-    assert "largest batch that fits is 243" in ax.get_title()
+    assert "largest batch that fits is 264" in ax.get_title()
     box = widgets.memory_explorer()
     assert [c.description for row in box.children[:2] for c in row.children] == ["GPU", "KV cache", "context", "batch"]
 
@@ -60,20 +75,36 @@ def test_batching_figure_falls_short_of_the_ideal_at_long_context():
     ax = plots.batching_figure("Llama-3-8B", "H100", contexts=(2000,), max_batch_shown=64)
     ideal, curve = ax.get_lines()
     assert curve.get_ydata()[-1] < 0.55 * ideal.get_ydata()[-1]  # about 32x at batch 64, not 64x
+    # past the largest batch that fits (264 at 2,000 tokens) the line is cut, and drawn grey and dotted
+    ax = plots.batching_figure("Llama-3-8B", "H100", contexts=(2000,), max_batch_shown=300)
+    _, curve, grey = ax.get_lines()
+    assert np.isnan(curve.get_ydata()[264]) and not np.isnan(curve.get_ydata()[263])
+    assert grey.get_label() == "does not fit in memory" and not np.isnan(grey.get_ydata()[-1])
 
 
 def test_quantization_figure_shows_decode_gains_below_the_byte_ratio():
     ax = plots.quantization_figure("Llama-3-8B", "H100")
     decode_int4 = next(line for line in ax.get_lines() if line.get_label() == "decode, INT4, batch 16")
-    gains = decode_int4.get_ydata()
-    assert gains[0] > 3.8 and gains[-1] < 1.5  # near 16 / 4.125 at short context, far below it at 32k
+    lengths, gains = decode_int4.get_data()
+    assert lengths[-1] < 8192  # the model's context, not 32k
+    # batch 16 at 16 tokens: every byte read, fp16 against INT4 g128 with the embedding and head in FP16
+    P, D, V, KV = 6_979_588_096, 4096, 128256, 131072
+    cache, head = 16 * 17 * KV, V * D * 2
+    assert gains[0] == pytest.approx(((P + 16 * D) * 2 + head + cache) / (P * 4.125 / 8 + 16 * D * 2 + head + cache))
+    assert 3.1 < gains[0] < 3.3 and gains[-1] < 2  # 3.2x, not 16 / 4.125 = 3.9x, and less once the cache matters
 
 
 def test_crossover_explain_and_figure():
     text = widgets.explain_crossovers("Llama-3-8B", "H100-SXM", 64, 4000)
-    assert "53,250 tokens" in text and "at no batch" in text
-    # attention half way at P / (L x A) = 6,979,588,096 / (32 x 4096) = 53,250
+    # attention half way at P / (L x A) = 6,979,588,096 / (32 x 4096) = 53,250, past Llama-3-8B's 8,192 tokens
+    assert "53,250 tokens, beyond the model's 8,192-token context" in text
+    # the weight matmuls cross near the ridge at any context; 296 sequences of 4,000 tokens do not fit
+    assert "compute-bound at batch 296" in text and "do not fit in memory" in text
+    assert "attention over the cache stays memory-bound" in text
     fig = plots.crossover_figure("Llama-3-8B", "H100")
     assert len(fig.axes) == 3
+    assert max(line.get_xdata()[-1] for line in fig.axes[0].get_lines() if len(line.get_xdata()) > 2) <= 8192
+    fig = plots.crossover_figure("Llama-3.1-8B", "H100")
+    assert "ttft" in fig.axes[1].get_legend_handles_labels()[1][0].lower()
     box = widgets.crossover_explorer()
     assert [c.description for row in box.children[:2] for c in row.children] == ["model", "GPU", "answer", "context"]

@@ -1,6 +1,8 @@
 """Prefill, decode, requests and memory against the curriculum's figures, derived by hand here.
 
-Llama-3-8B on an H100 SXM at fp16: peak 989.4 TFLOP/s, 3.35 TB/s, 80 GB.
+Llama-3-8B on an H100 SXM at fp16: peak 989.4 TFLOP/s, 3.35 TB/s, 81,559 MiB as nvidia-smi reports.
+A pass is three operations run one after the other, each max(FLOPs / peak, bytes / bandwidth), summed
+(CURRICULUM.md, "Counting conventions").
 """
 
 import math
@@ -11,11 +13,24 @@ import pytest
 import rooflab as rl
 from rooflab import Q_
 
-PEAK, BW, CAP = 989.4e12, 3.35e12, 80e9
+PEAK, BW = 989.4e12, 3.35e12
+CAP = 81_559 * 2**20  # bytes nvidia-smi reports for an H100 SXM
 L, D, A, V = 32, 4096, 4096, 128256
 P = 6_979_588_096  # non-embedding parameters (test_models derives it)
 TOTAL = P + 2 * V * D
 KV = 2 * L * 8 * 128 * 2  # bytes per token
+
+
+def roof(flops, nbytes, peak=PEAK, bandwidth=BW):
+    return max(flops / peak, nbytes / bandwidth)
+
+
+def decode_by_hand(context, batch=1):
+    """(body, attention, head) times of one fp16 decode step, s."""
+    body = roof(batch * 2 * P, (P + batch * D) * 2)  # weights read once, one embedding row per sequence
+    attention = roof(batch * 4 * L * A * context, batch * (context + 1) * KV)  # cache read, new K and V written
+    head = roof(batch * 2 * D * V, V * D * 2)
+    return body, attention, head
 
 
 @pytest.fixture
@@ -30,24 +45,30 @@ def h100():
 
 def test_prefill_2000_tokens(llama, h100):
     n = 2000
-    flops = 2 * P * n + 2 * L * A * n * n + 2 * D * V  # linear, causal attention, last logits
+    body = roof(2 * P * n, (P + n * D) * 2)  # 28.2 ms, compute-bound
+    attention = roof(2 * L * A * n * n, n * KV)  # 1.06 ms of causal QK^T and AV; K and V written
+    head = roof(2 * D * V, V * D * 2)  # 0.31 ms to read the head for the last token's logits
+    assert [round(t * 1e3, 2) for t in (body, attention, head)] == [28.22, 1.06, 0.31]
     p = rl.prefill(llama, h100, prompt_len=n)
-    assert p.flops.m_as("FLOP") == pytest.approx(flops)
-    assert p.time.m_as("ms") == pytest.approx(flops / PEAK * 1e3)
-    assert p.time.m_as("ms") == pytest.approx(29.3, abs=0.1)
-    assert p.bound == "compute"
-    # the back-of-envelope 2 x 8.03 B x 2,000 / peak = 32.5 ms is within 11 % of the careful count
-    assert 2 * TOTAL * n / PEAK * 1e3 == pytest.approx(p.time.m_as("ms"), rel=0.11)
+    assert p.time.m_as("s") == pytest.approx(body + attention + head)
+    assert p.time.m_as("ms") == pytest.approx(29.6, abs=0.05)  # CURRICULUM: 28.2 + 1.06 + 0.31 = 29.6 ms
+    assert p.flops.m_as("FLOP") == pytest.approx(2 * P * n + 2 * L * A * n * n + 2 * D * V)
+    assert {k: c.bound for k, c in p.parts.items()} == {"body": "compute", "attention": "compute", "head": "memory"}
+    assert p.bound == "compute" and p.dominant == "body"
+    # the single max over the summed FLOPs and bytes says less: 29.3 ms
+    assert p.one_operation_time.m_as("ms") == pytest.approx(29.28, abs=0.01)
+    # the back-of-envelope 2 x 8.03 B x 2,000 / peak = 32.5 ms is within 10 % of the careful count
+    assert 2 * TOTAL * n / PEAK == pytest.approx(p.time.m_as("s"), rel=0.10)
 
 
 def test_decode_step_2000_context(llama, h100):
+    body, attention, head = decode_by_hand(2000)
+    assert [round(t * 1e3, 2) for t in (body, attention, head)] == [4.17, 0.08, 0.31]
     d = rl.decode_step(llama, h100, context_len=2000)
-    # weights except the embedding table + one embedding row + 2,000 tokens of cache read + one written
-    nbytes = (P + V * D + D) * 2 + 2001 * KV
-    assert d.bytes.m_as("B") == pytest.approx(nbytes)
-    assert d.time.m_as("ms") == pytest.approx(nbytes / BW * 1e3)
-    assert d.time.m_as("ms") == pytest.approx(4.56, abs=0.01)
-    assert d.bound == "memory"
+    assert {k: c.time.m_as("s") for k, c in d.parts.items()} == pytest.approx(
+        {"body": body, "attention": attention, "head": head})
+    assert d.time.m_as("ms") == pytest.approx(4.56, abs=0.005)  # CURRICULUM: 4.17 + 0.08 + 0.31 = 4.56 ms
+    assert d.bound == "memory" and d.dominant == "body"
     # memory-bound by about 300x: 15.3 GB / 3.35 TB/s against 16 GFLOP / 989 TFLOP/s
     ratio = d.memory_time.m_as("s") / d.compute_time.m_as("s")
     assert 250 < ratio < 320
@@ -59,70 +80,157 @@ def test_intensities(llama, h100):
     assert rl.decode_step(llama, h100, 2000).intensity.m_as("FLOP/B") == pytest.approx(1.05, abs=0.02)
     # prefill intensity grows about as the prompt length (2 FLOP per parameter per token / 2 bytes)
     assert rl.prefill(llama, h100, 2000).intensity.m_as("FLOP/B") > 1500
+    # attention over the cache: 4 L A c FLOPs for c x 2 L kv_width x 2 bytes, heads / kv_heads = 4 FLOP/B
+    attention = rl.decode_step(llama, h100, 4000).parts["attention"]
+    assert attention.intensity.m_as("FLOP/B") == pytest.approx(4, rel=0.001)
 
 
 def test_batch_64_shares_the_weight_read(llama, h100):
+    body, attention, head = decode_by_hand(2000, batch=64)
+    assert [round(t * 1e3, 2) for t in (body, attention, head)] == [4.17, 5.01, 0.31]
     one = rl.decode_step(llama, h100, context_len=2000, batch=1)
     many = rl.decode_step(llama, h100, context_len=2000, batch=64)
-    nbytes = (P + V * D + 64 * D) * 2 + 64 * 2001 * KV
-    assert many.time.m_as("ms") == pytest.approx(nbytes / BW * 1e3)
-    assert many.time.m_as("ms") == pytest.approx(9.5, abs=0.1)  # 9.8 ms with all 16.06 GB of weights
+    assert many.time.m_as("s") == pytest.approx(body + attention + head)
+    assert many.time.m_as("ms") == pytest.approx(9.49, abs=0.005)  # CURRICULUM: 4.17 + 5.01 + 0.31 = 9.49 ms
+    assert many.dominant == "attention"
     gain = 64 * one.time.m_as("s") / many.time.m_as("s")
     assert 30 < gain < 33  # about 32x, not 64x
     short = 64 * rl.decode_step(llama, h100, 16).time.m_as("s") / rl.decode_step(llama, h100, 16, batch=64).time.m_as("s")
     assert short > 60  # short contexts: nearly 64x
 
 
+def test_large_batch_is_priced_per_operation(llama, h100):
+    body, attention, head = decode_by_hand(300, batch=1024)
+    assert [round(t * 1e3, 1) for t in (body, attention, head)] == [14.4, 12.1, 1.1]
+    assert body == 1024 * 2 * P / PEAK  # the weight matmuls are compute-bound at batch 1,024
+    d = rl.decode_step(llama, h100, context_len=300, batch=1024)
+    assert d.time.m_as("ms") == pytest.approx((body + attention + head) * 1e3)
+    assert d.time.m_as("ms") == pytest.approx(27.6, abs=0.05)  # CURRICULUM: 14.5 + 12.0 + 1.1 = 27.6 ms
+    assert d.parts["body"].bound == "compute" and d.parts["attention"].bound == "memory"
+    # a single max over the sums would say 16.5 ms
+    flops = 1024 * (2 * P + 4 * L * A * 300 + 2 * D * V)
+    nbytes = (P + 1024 * D) * 2 + 1024 * 301 * KV + V * D * 2
+    assert d.one_operation_time.m_as("ms") == pytest.approx(max(flops / PEAK, nbytes / BW) * 1e3)
+    assert d.one_operation_time.m_as("ms") == pytest.approx(16.5, abs=0.05)
+    # the issue's case: batch 1,300 at context 300 (it fits) is 35.0 ms, not 19.9 ms
+    big = rl.decode_step(llama, h100, context_len=300, batch=1300)
+    assert big.time.m_as("ms") == pytest.approx(sum(decode_by_hand(300, 1300)) * 1e3)
+    assert round(big.time.m_as("ms"), 1) == 35.0 and round(big.one_operation_time.m_as("ms"), 1) == 19.9
+
+
 def test_request_2000_300(llama, h100):
     r = rl.request(llama, h100, prompt_len=2000, output_len=300, precision="fp16")
-    # 299 decode steps at contexts 2000..2298: memory time is linear, so the mean is at 2149
-    step = ((P + V * D + D) * 2 + (2149 + 1) * KV) / BW
+    # 299 decode steps at contexts 2000..2298, all memory-bound: memory time is linear, so the mean is at 2149
+    step = ((P + D) * 2 + V * D * 2 + (2149 + 1) * KV) / BW
     assert r.itl.m_as("s") == pytest.approx(step)
-    assert r.ttft.m_as("ms") == pytest.approx(29.3, abs=0.1)
+    assert r.ttft.m_as("ms") == pytest.approx(29.6, abs=0.05)
     assert r.e2e.m_as("s") == pytest.approx(r.ttft.m_as("s") + 299 * step)
     assert r.decode_share.m_as("") == pytest.approx(0.979, abs=0.002)  # "about 97 %"
     assert r.prefill_share.m_as("") + r.decode_share.m_as("") == pytest.approx(1)
     assert r.output_throughput.m_as("token/s") == pytest.approx(1 / step)
+    assert r.request_throughput.m_as("token/s") == pytest.approx(300 / r.e2e.m_as("s"))
 
 
 def test_request_with_efficiency_and_overhead(llama, h100):
-    ideal = rl.request(llama, h100, 2000, 300)
     real = rl.request(llama, h100, 2000, 300, mfu=0.5, mbu=0.8, overhead=Q_(1, "ms"))
-    assert real.ttft.m_as("s") == pytest.approx(ideal.ttft.m_as("s") / 0.5 + 1e-3)
-    assert real.itl.m_as("s") == pytest.approx(ideal.itl.m_as("s") / 0.8 + 1e-3)
+    n = 2000
+    ttft = (max(2 * P * n / (0.5 * PEAK), (P + n * D) * 2 / (0.8 * BW))
+            + max(2 * L * A * n * n / (0.5 * PEAK), n * KV / (0.8 * BW))
+            + max(2 * D * V / (0.5 * PEAK), V * D * 2 / (0.8 * BW)) + 1e-3)
+    assert real.ttft.m_as("s") == pytest.approx(ttft)
+    step = ((P + D) * 2 + V * D * 2 + (2149 + 1) * KV) / (0.8 * BW) + 1e-3  # still memory-bound everywhere
+    assert real.itl.m_as("s") == pytest.approx(step)
+
+
+def test_presets_and_explicit_factors(llama, h100):
+    typical = rl.efficiency("typical")
+    assert rl.prefill(llama, h100, 2000, efficiency="typical").time == rl.prefill(
+        llama, h100, 2000, mfu=typical.mfu, mbu=typical.mbu, overhead=typical.overhead).time
+    # an explicit factor overrides the preset's
+    mixed = rl.decode_step(llama, h100, 2000, efficiency="typical", mbu=1.0)
+    body, attention, head = decode_by_hand(2000)
+    assert mixed.time.m_as("s") == pytest.approx(body + attention + head + typical.overhead.m_as("s"))
+    assert rl.decode_step(llama, h100, 2000, efficiency=rl.efficiency("ideal")).time.m_as("s") == pytest.approx(
+        body + attention + head)
 
 
 def test_memory_budget(llama, h100):
+    weights = TOTAL * 2
     m = rl.memory_budget(llama, h100, context_len=4096, batch=1, precision="fp16")
-    assert m.weights.m_as("B") == pytest.approx(TOTAL * 2)
+    assert m.weights.m_as("B") == pytest.approx(weights)
     assert m.kv.m_as("B") == 4096 * KV
-    assert m.fits and m.reserve.m_as("B") == 0 and m.capacity.m_as("GB") == 80
-    assert m.max_batch == math.floor((CAP - TOTAL * 2) / (4096 * KV))
-    assert m.max_tokens == pytest.approx(488_000, rel=0.001)  # the curriculum's "about 488,000 tokens"
+    assert m.fits and m.reserve.m_as("B") == 0
+    assert m.capacity.m_as("B") == pytest.approx(CAP) and m.usable.m_as("GB") == pytest.approx(85.52, abs=0.005)
+    assert m.max_batch == math.floor((CAP - weights) / (4096 * KV))
+    assert m.max_tokens == math.floor((CAP - weights) / KV) == 529_939  # 69.46e9 / 131,072; not the 488,000 of "80 GB"
     vllm = rl.memory_budget(llama, h100, context_len=4096, gpu_memory_utilization=0.9)
-    assert vllm.reserve.m_as("GB") == pytest.approx(8)
-    assert vllm.max_batch == math.floor((0.9 * CAP - TOTAL * 2) / (4096 * KV))
-    assert m.max_context == math.floor((CAP - TOTAL * 2) / KV)
+    assert vllm.reserve.m_as("B") == pytest.approx(0.1 * CAP)
+    assert vllm.usable.m_as("GB") == pytest.approx(76.97, abs=0.005)
+    assert vllm.max_batch == math.floor((0.9 * CAP - weights) / (4096 * KV))
+    assert m.max_context == math.floor((CAP - weights) / KV)
+    # activations come out of the utilised part, as vLLM profiles them
+    workspace = rl.memory_budget(llama, h100, 4096, gpu_memory_utilization=0.9, workspace=Q_(2, "GB"))
+    assert workspace.max_batch == math.floor((0.9 * CAP - 2e9 - weights) / (4096 * KV))
+
+
+def test_largest_batch_at_2000_tokens(llama, h100):
+    # (81,559 x 2^20 - 16.06e9) / (2,000 x 131,072) = 264.97: 264 sequences, not the 243 of 80e9 bytes
+    by_hand = math.floor((CAP - TOTAL * 2) / (2000 * KV))
+    assert by_hand == 264
+    assert math.floor((80e9 - TOTAL * 2) / (2000 * KV)) == 243
+    assert rl.memory_budget(llama, h100, context_len=2000).max_batch == by_hand
 
 
 def test_t4_cannot_hold_fp16_weights(llama):
     m = rl.memory_budget(llama, "T4", context_len=4096, precision="fp16")
     assert not m.fits and m.max_batch == 0
-    with pytest.raises(rl.DoesNotFit, match=r"weights 16.06 GB.*capacity 16 GB"):
+    with pytest.raises(rl.DoesNotFit, match=r"weights 16.06 GB.*capacity 16.11 GB \(15,360 MiB"):
         rl.request(llama, "T4", prompt_len=4096, output_len=100)
     r = rl.request(llama, "T4", prompt_len=4096, output_len=100, allow_overflow=True)
     assert r.fits is False or not np.all(r.fits)
+    assert "DOES NOT FIT" in repr(r)
+
+
+def test_int4_as_shipped(llama, h100):
+    # body in INT4 with an FP16 scale per 128 weights (4.125 bits), embedding and head kept in FP16
+    by_hand = P * 4.125 / 8 + 2 * V * D * 2
+    assert by_hand / 1e9 == pytest.approx(5.70, abs=0.005)
+    assert llama.weight_bytes(rl.Precision(weights="int4", group_size=128)).m_as("B") == pytest.approx(by_hand)
+    quantized = rl.Precision(weights="int4", group_size=128, quantize_embeddings=True)
+    assert llama.weight_bytes(quantized).m_as("GB") == pytest.approx(TOTAL * 4.125 / 8 / 1e9)  # 4.14 GB
+    # batch-1 decode at a short context: (15.01 GB) / (3.60 + 1.05 GB) = 3.2x, not 16 / 4.125 = 3.9x
+    fp16 = rl.decode_step(llama, h100, 16).time.m_as("s")
+    int4 = rl.decode_step(llama, h100, 16, precision="int4-g128").time.m_as("s")
+    body, head = (P + D) * 2, V * D * 2
+    assert int4 == pytest.approx((P * 4.125 / 8 + D * 2 + head + 17 * KV) / BW)
+    assert fp16 / int4 == pytest.approx((body + head + 17 * KV) / (P * 4.125 / 8 + D * 2 + head + 17 * KV))
+    assert round(fp16 / int4, 1) == 3.2
+
+
+def test_context_beyond_the_model_is_an_error(llama, h100):
+    with pytest.raises(rl.ContextTooLong, match=r"16,000 tokens.*maximum context is 8,192.*Llama-3.1-8B has the same"):
+        rl.prefill(llama, h100, prompt_len=16_000)
+    with pytest.raises(rl.ContextTooLong, match="Llama-3.1-8B"):
+        rl.request(llama, h100, prompt_len=8000, output_len=500)
+    rl.request(llama, h100, prompt_len=8000, output_len=193)  # 8,000 + 193 - 1 = 8,192 positions: fits
+    with pytest.raises(rl.ContextTooLong):
+        rl.decode_step(llama, h100, context_len=8192)
+    long = rl.prefill("Llama-3.1-8B", h100, prompt_len=16_000)
+    assert long.time.m_as("ms") > rl.prefill(llama, h100, 8000).time.m_as("ms")
 
 
 def test_sweeps_are_one_call(llama, h100):
-    n = np.array([128, 1024, 8192])
+    n = np.array([128, 1024, 8000])
     p = rl.prefill(llama, h100, prompt_len=n)
-    assert p.time.shape == (3,)
+    assert p.time.shape == (3,) and p.bound.shape == (3,) and p.dominant.shape == (3,)
     for i, k in enumerate(n):
         assert p.time[i] == rl.prefill(llama, h100, int(k)).time
+        assert p.parts["attention"].time[i] == rl.prefill(llama, h100, int(k)).parts["attention"].time
     r = rl.request(llama, h100, prompt_len=n, output_len=100)
     for i, k in enumerate(n):
         assert r.itl[i].m_as("s") == pytest.approx(rl.request(llama, h100, int(k), 100).itl.m_as("s"))
+    swept = rl.decode_step(llama, h100, 2000, batch=np.array([64, 300]), allow_overflow=True)
+    assert list(swept.fits) == [True, False]
 
 
 def test_moe_decode_reads_routed_experts():
@@ -135,7 +243,7 @@ def test_moe_decode_reads_routed_experts():
     kv = 2 * 32 * 8 * 128 * 2
     assert two.bytes.m_as("B") - one.bytes.m_as("B") == pytest.approx(32 * 1.5 * expert + 4096 * 2 + kv)
     huge = rl.decode_step(mixtral, "H100", context_len=0, batch=256, allow_overflow=True)
-    assert huge.bytes.m_as("B") < mixtral.total_params * 2 + 256 * 4096 * 2 + 1  # never more than all experts
+    assert huge.bytes.m_as("B") < mixtral.total_params * 2 + 256 * 4096 * 2 + 256 * kv + 1  # never more than all experts
 
 
 @pytest.mark.parametrize(
@@ -147,10 +255,14 @@ def test_moe_decode_reads_routed_experts():
         (lambda: rl.decode_step("Llama-3-8B", "H100", float("nan")), ValueError, "context_len must be finite"),
         (lambda: rl.decode_step("Llama-3-8B", "H100", True), TypeError, "context_len must be a whole"),
         (lambda: rl.request("Llama-3-8B", "H100", 10, 10, overhead=1), rl.UnitError, "overhead"),
+        (lambda: rl.request("Llama-3-8B", "H100", 10, 10, overhead=Q_(-1, "ms")), ValueError, "overhead must not"),
         (lambda: rl.request("Llama-3-8B", "H100", 10, 10, precision="int4"), rl.UnsupportedPrecision, "no int4"),
         (lambda: rl.request("Llama-9B", "H100", 10, 10), KeyError, "unknown model"),
         (lambda: rl.request("Llama-3-8B", "H1000", 10, 10), KeyError, "unknown hardware"),
+        (lambda: rl.request("Llama-3-8B", "H100", 10, 10, efficiency="typicall"), KeyError, "unknown efficiency"),
+        (lambda: rl.request("Llama-3-8B", "H100", 10, 10, mfu=0), ValueError, "mfu must be in"),
         (lambda: rl.memory_budget("Llama-3-8B", "H100", 10, gpu_memory_utilization=0), ValueError, "gpu_memory_utilization"),
+        (lambda: rl.memory_budget("Llama-3-8B", "H100", 9000), rl.ContextTooLong, "Llama-3.1-8B"),
     ],
 )
 def test_bad_input_is_named(call, error, message):

@@ -77,6 +77,8 @@ def test_derived_names_and_what_each_block_switches_off():
     code = ("with check.derive_yourself():\n    a = f(1)\n"
             "with check.derive_yourself(rooflab.crossover.balanced_output_len):\n    b = g(2)\n")
     assert trusted.derived_names(code) == {"f": None, "g": frozenset({"balanced_output_len"})}
+    code = "with check.derive_yourself(*check.library_answers(), rooflab.crossover.attention_crossover_len):\n    c = h(3)\n"
+    assert trusted.derived_names(code) == {"h": None}  # the default set and more: every library answer
 
 
 @pytest.mark.parametrize("cells, problem", [

@@ -2,29 +2,37 @@
 
 The same model on the same device has two speed limits: peak FLOP/s binds the
 prefill, memory bandwidth binds decode.  This package counts FLOPs and bytes
-for each phase, applies the roofline, and answers the questions that follow
-(how long, which resource binds, what fits in memory, where it crosses over).
+for each operation of each phase, applies the roofline, and answers the
+questions that follow (how long, which resource binds, what fits in memory,
+where it crosses over), at the ideal bound or at a typical efficiency
+calibrated on public measurements.
 
 >>> import rooflab as rl
 >>> r = rl.request(rl.model("Llama-3-8B"), rl.hardware("H100"), prompt_len=2000, output_len=300)
->>> round(r.ttft.to("ms").magnitude), round(r.itl.to("ms").magnitude, 2), f"{r.decode_share.magnitude:.1%}"
-(29, 4.56, '97.9%')
+>>> round(r.ttft.to("ms").magnitude, 1), round(r.itl.to("ms").magnitude, 2), f"{r.decode_share.magnitude:.1%}"
+(29.6, 4.56, '97.9%')
+>>> typical = rl.request("Llama-3-8B", "H100", 2000, 300, efficiency="typical")
+>>> typical.e2e > r.e2e  # the ideal is a bound that no measurement beats
+True
 
 Plots and widgets live in ``rooflab.plots`` and ``rooflab.widgets``, imported
 on demand so that ``import rooflab`` stays light.
 """
 
 from .units import Q_, ureg, UnitError
-from .precision import Precision, as_precision, bytes_per_element
+from .precision import FORMATS, Precision, as_precision, bytes_per_element
 from .hardware import Hardware, hardware, HARDWARE, UnsupportedPrecision
-from .models import Model, model, MODELS
+from .models import ContextTooLong, Model, model, MODELS
 from .roofline import Cost, roofline
+from .efficiency import Efficiency, efficiency, PRESETS
 from .serving import DoesNotFit, MemoryBudget, Request, decode_step, memory_budget, prefill, request
 from .crossover import (
+    Crossing,
     attention_crossover_len,
     attention_share,
     balanced_output_len,
     decode_compute_bound_batch,
+    prefill_compute_bound_len,
     ttft_exceeds_decode_len,
 )
 
@@ -32,11 +40,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Q_", "ureg", "UnitError",
-    "Precision", "as_precision", "bytes_per_element",
+    "FORMATS", "Precision", "as_precision", "bytes_per_element",
     "Hardware", "hardware", "HARDWARE", "UnsupportedPrecision",
-    "Model", "model", "MODELS",
+    "ContextTooLong", "Model", "model", "MODELS",
     "Cost", "roofline",
+    "Efficiency", "efficiency", "PRESETS",
     "DoesNotFit", "MemoryBudget", "Request", "decode_step", "memory_budget", "prefill", "request",
-    "attention_crossover_len", "attention_share", "balanced_output_len",
-    "decode_compute_bound_batch", "ttft_exceeds_decode_len",
+    "Crossing", "attention_crossover_len", "attention_share", "balanced_output_len",
+    "decode_compute_bound_batch", "prefill_compute_bound_len", "ttft_exceeds_decode_len",
 ]

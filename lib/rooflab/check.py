@@ -217,13 +217,18 @@ def choice(answer: object, expected: str, name: str = "answer", options: dict[st
     if not isinstance(answer, str):
         _fail(f"{name} should be a string, got {type(answer).__name__} {answer!r}.")
     options = options or {expected: (expected,)}
-    said = " ".join(answer.lower().replace("-", " ").replace("_", " ").split())
+    said = _spelling(answer)
     matched = [key for key, spellings in options.items()
-               if said == key.lower() or said in {s.lower() for s in spellings}]
+               if said == _spelling(key) or said in {_spelling(s) for s in spellings}]
     if not matched:
         _fail(f"{name} = {answer!r} is not one of the options: {', '.join(repr(k) for k in options)}.")
     if matched[0] != expected:
         _fail(f"{name} = {answer!r} is not right.", f"{name}: {matched[0]} instead of {expected}")
+
+
+def _spelling(text: str) -> str:
+    """A word answer or option as compared: lower case, hyphens and underscores as spaces, single spaces."""
+    return " ".join(text.lower().replace("-", " ").replace("_", " ").split())
 
 
 def _disabled(*args, **kwargs):
@@ -238,14 +243,21 @@ def _disabled(*args, **kwargs):
 def library_answers() -> list:
     """The library functions that compute what the derivation exercises ask for."""
     # By module path: the package attribute `roofline` is the function, not the module.
-    crossover, models, roofline, serving = (
-        importlib.import_module(f"{__package__}.{name}") for name in ("crossover", "models", "roofline", "serving")
+    calibration, crossover, models, precision, roofline, serving = (
+        importlib.import_module(f"{__package__}.{name}")
+        for name in ("calibration", "crossover", "models", "precision", "roofline", "serving")
     )
     return [
         serving.prefill, serving.decode_step, serving.request, serving._prefill_si, serving._decode_si,
-        serving._decode_linear_si, serving._decode_total_si, roofline.roofline, roofline.cost_si,
-        models.Model.weight_bytes, models.Model.kv_bytes_per_token, models.Model.kv_bytes_per_token_si,
-        models.Model.flops_per_token, crossover.attention_share,
+        serving._decode_linear_si, serving._decode_total_si, serving._body_bytes, serving._fit,
+        roofline.roofline, roofline.cost_si, roofline.combine,
+        models.Model.weight_bytes, models.Model.weight_bytes_si, models.Model.kv_bytes_per_token,
+        models.Model.kv_bytes_per_token_si, models.Model.flops_per_token,
+        precision.Precision.bits_per_weight, precision.Precision.bytes_per_weight,
+        precision.Precision.embedding_bits_per_weight, precision.Precision.embedding_bytes_per_weight,
+        crossover.attention_share, crossover.attention_crossover_len, crossover.balanced_output_len,
+        crossover.decode_compute_bound_batch, crossover.prefill_compute_bound_len, crossover.ttft_exceeds_decode_len,
+        calibration.predict, calibration.ideal_ratio,
     ]
 
 
@@ -259,9 +271,10 @@ def derive_yourself(*functions):
     methods and properties.
     """
     functions = functions or tuple(library_answers())
+    targets = [function.fget if isinstance(function, property) else getattr(function, "__func__", function)
+               for function in functions]
     originals = []
-    for function in functions:
-        target = function.fget if isinstance(function, property) else getattr(function, "__func__", function)
+    for target in dict.fromkeys(targets):  # once each: a second swap would save the disabled code as the original
         originals.append((target, target.__code__))
         target.__code__ = _disabled.__code__
     try:

@@ -1,41 +1,84 @@
 """Crossovers: the points where the binding resource, or the dominant cost, changes.
 
+They follow the per-operation model of :mod:`rooflab.serving` and say which
+operation crosses: a decode step's weight matmuls (the ``body``) turn
+compute-bound near the ridge batch at any context, while attention over the
+cache stays memory-bound (its intensity is about heads / kv_heads FLOP/B).
+Each search stays inside the model's context.  The
+functions return a plain number (``math.inf`` when nothing crosses); with
+``detail=True`` they return a :class:`Crossing` that also names the operation
+and says whether the configuration there fits in memory.
+
 >>> import rooflab as rl
 >>> round(rl.attention_crossover_len(rl.model("Llama-3-8B")))
 53250
+>>> rl.decode_compute_bound_batch("Llama-3-8B", "H100", context_len=4000)
+296
+>>> b = rl.decode_compute_bound_batch("Llama-3-8B", "H100", context_len=4000, detail=True)
+>>> b.value, b.operation, b.fits
+(296, 'body', False)
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from .efficiency import Efficiency
 from .hardware import Hardware
 from .models import Model, model as _model
 from .precision import Precision
-from .serving import _decode_linear_si, _decode_total_si, _prefill_si, _setup
+from .serving import _check_fit, _decode_linear_si, _decode_si, _decode_total_si, _prefill_si, _setup
 from .validation import lengths
 
 __all__ = [
+    "Crossing",
     "attention_share",
     "attention_crossover_len",
     "decode_compute_bound_batch",
+    "prefill_compute_bound_len",
     "ttft_exceeds_decode_len",
     "balanced_output_len",
 ]
 
+_OPERATIONS = ("body", "attention", "head", "step")
 
-def _per_element(search, values):
-    """Apply a scalar search to each element of an array (searches do not vectorise), or to a scalar."""
+
+@dataclass(frozen=True)
+class Crossing:
+    """A crossover point with its explanation: ``value`` (whole tokens or sequences, ``math.inf`` when
+    nothing crosses), the ``operation`` that crosses, whether the configuration there ``fits`` in memory,
+    and a ``note`` in words."""
+
+    value: float
+    operation: str
+    fits: bool
+    note: str
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+    def __str__(self) -> str:
+        return self.note
+
+
+def _per_element(search, values, detail: bool):
+    """Apply a scalar search (returning a Crossing) to each element of an array, or to a scalar; return
+    the values (an array for an array), or the Crossings themselves (a list for an array) with ``detail``."""
     if np.ndim(values):
-        return np.array([search(int(v)) for v in np.ravel(values)], dtype=float).reshape(np.shape(values))
-    return search(values)
+        found = [search(int(v)) for v in np.ravel(values)]
+        if detail:
+            return found
+        return np.array([c.value for c in found], dtype=float).reshape(np.shape(values))
+    found = search(values)
+    return found if detail else found.value
 
 
 def _first_true(predicate, lo: int, hi: int) -> float:
     """Smallest whole x in [lo, hi] with predicate(x) true, for a predicate false then true; inf if none."""
-    if not predicate(hi):
+    if hi < lo or not predicate(hi):
         return math.inf
     if predicate(lo):
         return lo
@@ -52,10 +95,12 @@ def attention_share(model: Model | str, prompt_len):
     """Fraction of prefill FLOPs spent in causal attention (QK^T and AV), a float or array.
 
     2 L A N^2 / (2 L A N^2 + 2 P N + 2 d V), with A the attention width and P the
-    active non-embedding parameters.
+    active non-embedding parameters.  Raises ContextTooLong beyond the model's context.
     """
     m = _model(model)
-    n = np.asarray(lengths(prompt_len, "prompt_len"), dtype=float)
+    n = lengths(prompt_len, "prompt_len")
+    m.check_context(n, "this prompt")
+    n = np.asarray(n, dtype=float)
     attention = 2.0 * m.layers * m.attention_width * n * n
     rest = 2.0 * m.active_non_embedding_params * n + 2.0 * m.d_model * m.vocab
     share = attention / (attention + rest)
@@ -65,7 +110,8 @@ def attention_share(model: Model | str, prompt_len):
 def attention_crossover_len(model: Model | str) -> float:
     """Prompt length (tokens, a float) at which attention FLOPs equal the rest of the prefill.
 
-    Root of L A N^2 = P N + d V; close to P / (L x A).
+    Root of L A N^2 = P N + d V; close to P / (L x A).  A property of the shapes: it may lie
+    beyond the model's context (compare with ``model.max_context``).
     """
     m = _model(model)
     a = m.layers * m.attention_width
@@ -79,27 +125,83 @@ def decode_compute_bound_batch(
     hardware: Hardware | str,
     context_len: int = 0,
     precision: str | Precision = "fp16",
-    mfu: float = 1.0,
-    mbu: float = 1.0,
+    mfu: float | None = None,
+    mbu: float | None = None,
     max_batch: int = 1 << 24,
-) -> float:
-    """Smallest batch at which a decode step becomes compute-bound; ``math.inf`` if it never does.
+    efficiency: str | Efficiency = "ideal",
+    operation: str = "body",
+    detail: bool = False,
+) -> float | Crossing:
+    """Smallest batch at which ``operation`` of a decode step turns compute-bound; ``math.inf`` if none does.
 
-    With ``context_len=0`` KV reads are left out and the answer sits near the ridge point
-    times (weight bytes / FLOPs per token).  Each sequence's own KV read adds bytes at an
-    intensity of only about heads / kv_heads FLOP/B, so past a modest context the step stays
-    memory-bound at any batch.  Memory capacity is not considered here.
+    ``"body"`` (the weight matmuls, the default): B x 2 P / (peak x mfu) >= (weights + B rows) /
+    (bandwidth x mbu), near the ridge point at any context.  ``"head"``: likewise for the output
+    head.  ``"attention"``: over the cache, intensity about heads / kv_heads, so never on today's
+    devices.  ``"step"``: the whole step's ``bound`` (compute-bound parts take most of its time).
+    With ``detail=True``, a Crossing that also says whether that batch at ``context_len`` fits in memory.
     """
-    s = _setup(model, hardware, precision, mfu, mbu)
+    if operation not in _OPERATIONS:
+        raise ValueError(f"operation must be one of {', '.join(_OPERATIONS)}, got {operation!r}")
+    s = _setup(model, hardware, precision, mfu, mbu, efficiency=efficiency)
+    compute, memory = s.peak * s.mfu, s.bandwidth * s.mbu
 
-    def search(c: int) -> float:
+    def search(c: int) -> Crossing:
+        s.model.check_context(c + 1, "this decode step")
+
         def compute_bound(batch: int) -> bool:
-            f0, f1, b0, b1 = _decode_linear_si(s, batch)
-            return (f0 + f1 * c) / (s.peak * s.mfu) >= (b0 + b1 * c) / (s.bandwidth * s.mbu)
+            body_f, body_b, head_f, head_b, f1, b0, b1 = _decode_linear_si(s, batch)
+            if operation == "body":
+                return body_f / compute >= body_b / memory
+            if operation == "head":
+                return head_f / (s.head_peak * s.mfu) >= head_b / memory
+            if operation == "attention":
+                return f1 * c / compute >= (b0 + b1 * c) / memory
+            return _decode_si(s, c, batch).bound == "compute"
 
-        return _first_true(compute_bound, 1, max_batch)
+        batch = _first_true(compute_bound, 1, max_batch)
+        return _crossing(batch, operation, s, lambda b: b * (c + 1), f"decode at context {c:,}")
 
-    return _per_element(search, lengths(context_len, "context_len", minimum=0))
+    return _per_element(search, lengths(context_len, "context_len", minimum=0), detail)
+
+
+def _crossing(value: float, operation: str, s, tokens_held, what: str) -> Crossing:
+    """Wrap a search result with whether the configuration there fits, and a sentence."""
+    if value == math.inf:
+        return Crossing(value, operation, True, f"{what}: {operation} never crosses within the searched range")
+    fits = bool(_check_fit(s, tokens_held(int(value)), what, allow_overflow=True))
+    note = f"{what}: {operation} crosses at {value:,.0f}" + ("" if fits else ", which does not fit in memory")
+    return Crossing(value, operation, fits, note)
+
+
+def prefill_compute_bound_len(
+    model: Model | str,
+    hardware: Hardware | str,
+    precision: str | Precision = "fp16",
+    batch: int = 1,
+    mfu: float | None = None,
+    mbu: float | None = None,
+    efficiency: str | Efficiency = "ideal",
+    operation: str = "body",
+    detail: bool = False,
+) -> float | Crossing:
+    """Shortest prompt whose prefill ``operation`` is compute-bound; ``math.inf`` if none within the context.
+
+    ``"body"`` (default): 2 P N / (peak x mfu) >= (weights + N rows) / (bandwidth x mbu), about the
+    ridge point in tokens (a short chat prompt is memory-bound).  ``"step"``: the whole prefill's
+    ``bound``.  ``"attention"`` and ``"head"`` likewise for those operations.
+    """
+    if operation not in _OPERATIONS:
+        raise ValueError(f"operation must be one of {', '.join(_OPERATIONS)}, got {operation!r}")
+    s = _setup(model, hardware, precision, mfu, mbu, efficiency=efficiency)
+    b = lengths(batch, "batch")
+
+    def compute_bound(n: int) -> bool:
+        cost = _prefill_si(s, n, b)
+        return (cost if operation == "step" else cost.parts[operation]).bound == "compute"
+
+    n = _first_true(compute_bound, 1, s.model.max_context)
+    found = _crossing(n, operation, s, lambda k: b * k, f"a prefill of batch {b}")
+    return found if detail else found.value
 
 
 def ttft_exceeds_decode_len(
@@ -109,23 +211,32 @@ def ttft_exceeds_decode_len(
     precision: str | Precision = "fp16",
     batch: int = 1,
     max_prompt_len: int = 1 << 22,
-) -> float:
+    efficiency: str | Efficiency = "ideal",
+    mfu: float | None = None,
+    mbu: float | None = None,
+    overhead=None,
+    detail: bool = False,
+) -> float | Crossing:
     """Smallest prompt length whose TTFT exceeds the decode time of an ``output_len``-token answer.
 
-    Decode time is (output_len - 1) x ITL as in :func:`rooflab.request`; ``math.inf`` if no
-    prompt up to ``max_prompt_len`` gets there.  An array of answer lengths gives an array.
-    Memory capacity is not considered here.
+    Decode time is (output_len - 1) x ITL as in :func:`rooflab.request`; ``math.inf`` if no prompt
+    within the model's context (prompt_len + output_len - 1 tokens) or ``max_prompt_len`` gets
+    there.  With ``detail=True`` the Crossing's ``operation`` names the prefill's dominant operation
+    there.  An array of answer lengths gives an array.
     """
-    s = _setup(model, hardware, precision)
+    s = _setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     b = lengths(batch, "batch")
 
-    def search(out: int) -> float:
+    def search(out: int) -> Crossing:
         def prefill_longer(n: int) -> bool:
             return _prefill_si(s, n, b).time_si > _decode_total_si(s, n, out - 1, b)
 
-        return _first_true(prefill_longer, 1, max_prompt_len)
+        limit = min(max_prompt_len, s.model.max_context - out + 1)
+        n = _first_true(prefill_longer, 1, limit)
+        operation = _prefill_si(s, int(n), b).dominant if n != math.inf else "prefill"
+        return _crossing(n, operation, s, lambda k: b * (k + out), f"a {out:,}-token answer")
 
-    return _per_element(search, lengths(output_len, "output_len", minimum=2))
+    return _per_element(search, lengths(output_len, "output_len", minimum=2), detail)
 
 
 def balanced_output_len(
@@ -135,21 +246,32 @@ def balanced_output_len(
     precision: str | Precision = "fp16",
     batch: int = 1,
     max_output_len: int = 1 << 24,
-) -> float:
+    efficiency: str | Efficiency = "ideal",
+    mfu: float | None = None,
+    mbu: float | None = None,
+    overhead=None,
+    detail: bool = False,
+) -> float | Crossing:
     """Smallest answer length whose decode time reaches the TTFT of a ``prompt_len`` prompt.
 
     Answers shorter than this spend most of the request in prefill (a summariser); longer
-    ones in decode (a chatbot).  Divide by prompt_len for the output/input ratio.
+    ones in decode (a chatbot).  Divide by prompt_len for the output/input ratio.  ``math.inf``
+    if no answer within the model's context gets there.  With ``detail=True`` the Crossing's
+    ``operation`` names the decode step's dominant operation there.
     """
-    s = _setup(model, hardware, precision)
+    s = _setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     b = lengths(batch, "batch")
 
-    def search(n: int) -> float:
+    def search(n: int) -> Crossing:
+        s.model.check_context(n, "this prompt")
         ttft = _prefill_si(s, n, b).time_si
 
         def decode_longer(out: int) -> bool:
             return _decode_total_si(s, n, out - 1, b) >= ttft
 
-        return _first_true(decode_longer, 2, max_output_len)
+        limit = min(max_output_len, s.model.max_context - n + 1)
+        out = _first_true(decode_longer, 2, limit)
+        operation = _decode_si(s, n + int(out) - 2, b).dominant if out != math.inf else "decode"
+        return _crossing(out, operation, s, lambda k: b * (n + k), f"a {n:,}-token prompt")
 
-    return _per_element(search, lengths(prompt_len, "prompt_len"))
+    return _per_element(search, lengths(prompt_len, "prompt_len"), detail)

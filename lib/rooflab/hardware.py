@@ -2,12 +2,16 @@
 
 Every peak is the vendor's *dense* figure (no 2:4 structured sparsity, which
 datasheets often quote at twice the rate) and every entry cites its source.
-Capacities and bandwidths are decimal, as datasheets write them: 80 GB is
-80e9 bytes (nvidia-smi would show about 74.5 GiB of it).
+Bandwidths are decimal, as datasheets write them (3.35 TB/s = 3.35e12 B/s).
+Memory capacity is what the device reports, not the marketing label: HBM is
+built in binary sizes, and an "80GB" H100 reports 81,559 MiB in nvidia-smi,
+which is 85.5 GB (79.6 GiB).  The label is kept as ``memory_label``.
 
 >>> h100 = hardware("H100")
 >>> h100.name, round(h100.ridge_point("fp16").magnitude)
 ('H100-SXM', 295)
+>>> h100.memory_label, h100.memory_capacity.to("MiB"), round(h100.memory_capacity.m_as("GB"), 1)
+('80GB', <Quantity(81559.0, 'mebibyte')>, 85.5)
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from .units import quantity
 __all__ = ["Hardware", "hardware", "HARDWARE", "UnsupportedPrecision"]
 
 _TERA = 1e12
+_MIB = 2**20
 
 
 class UnsupportedPrecision(ValueError):
@@ -36,11 +41,13 @@ class Hardware:
     name: str
     peak_flops_si: dict[str, float] = field(repr=False)  # FLOP/s by compute precision
     memory_bandwidth_si: float = field(repr=False)  # B/s
-    memory_capacity_si: float = field(repr=False)  # B
+    memory_capacity_si: float = field(repr=False)  # B, the total the device reports
     power_si: float | None = field(repr=False)  # W; None where the vendor publishes none
     source: str = field(repr=False)
     aliases: tuple[str, ...] = field(default=(), repr=False)
     notes: str = field(default="", repr=False)
+    memory_label: str = field(default="", repr=False)  # the marketing name, e.g. "80GB"
+    capacity_source: str = field(default="", repr=False)  # where the reported total comes from
 
     @property
     def memory_bandwidth(self) -> pint.Quantity:
@@ -49,7 +56,7 @@ class Hardware:
 
     @property
     def memory_capacity(self) -> pint.Quantity:
-        """Memory capacity, decimal GB as on the datasheet."""
+        """Memory capacity as the device reports it (nvidia-smi's or rocm-smi's total), GB."""
         return quantity(self.memory_capacity_si, "bytes").to("GB")
 
     @property
@@ -93,30 +100,37 @@ def _device(
     name: str,
     tflops: dict[str, float],
     bandwidth_tb_s: float,
-    capacity_gb: float,
+    capacity: tuple[int, str, str],
     power_w: float | None,
     source: str,
     aliases: tuple[str, ...] = (),
     notes: str = "",
 ) -> Hardware:
+    capacity_bytes, label, capacity_source = capacity
     return Hardware(
         name=name,
         peak_flops_si={k: v * _TERA for k, v in tflops.items()},
         memory_bandwidth_si=bandwidth_tb_s * _TERA,
-        memory_capacity_si=capacity_gb * 1e9,
+        memory_capacity_si=float(capacity_bytes),
         power_si=power_w,
         source=source,
         aliases=aliases,
         notes=notes,
+        memory_label=label,
+        capacity_source=capacity_source,
     )
 
 
-# Dense peaks in TFLOP/s (TOP/s for integer formats), bandwidth in TB/s, capacity in GB.
+_MODAL = ("modal-labs/modal-client PR #2797, 'docs fix: nvidia quotes GB on their GPUs not GiB' (2025-01-23), "
+          "https://github.com/modal-labs/modal-client/pull/2797: nvidia-smi totals of Modal's GPUs")
+
+# Dense peaks in TFLOP/s (TOP/s for integer formats), bandwidth in TB/s; capacity as
+# (bytes the device reports, marketing label, where that total is shown).
 _CATALOGUE = [
     _device(
         "A100-40GB",
         {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312, "int8": 624, "int4": 1248},
-        1.555, 40, 400,
+        1.555, (40960 * _MIB, "40GB", f"nvidia-smi total 40,960 MiB; {_MODAL}"), 400,
         "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
         aliases=("A100-SXM-40GB",),
         notes="SXM4 module; A100 datasheet, dense figures (sparse ones are twice these).",
@@ -124,7 +138,7 @@ _CATALOGUE = [
     _device(
         "A100-80GB",
         {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312, "int8": 624, "int4": 1248},
-        2.039, 80, 400,
+        2.039, (81920 * _MIB, "80GB", f"nvidia-smi total 81,920 MiB; {_MODAL}"), 400,
         "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
         aliases=("A100", "A100-SXM", "A100-SXM-80GB"),
         notes="SXM4 module with HBM2e; A100 datasheet, dense figures.",
@@ -132,7 +146,9 @@ _CATALOGUE = [
     _device(
         "H100-SXM",
         {"fp32": 67, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9, "int8": 1978.9},
-        3.35, 80, 700,
+        3.35, (81559 * _MIB, "80GB",
+                f"nvidia-smi total 81,559 MiB ('NVIDIA H100 80GB HBM3'); {_MODAL}; also NVIDIA/nccl issue #1264 "
+                "(2024), https://github.com/NVIDIA/nccl/issues/1264"), 700,
         "https://www.nvidia.com/en-us/data-center/h100/",
         aliases=("H100", "H100-SXM5", "H100-80GB"),
         notes="H100 SXM5 datasheet; the page quotes sparse tensor rates, halved here. No INT4 tensor cores.",
@@ -140,14 +156,18 @@ _CATALOGUE = [
     _device(
         "H100-PCIe",
         {"fp32": 51, "tf32": 378, "fp16": 756, "bf16": 756, "fp8": 1513, "int8": 1513},
-        2.0, 80, 350,
+        2.0, (81559 * _MIB, "80GB",
+               "nvidia-smi total 81,559 MiB ('NVIDIA H100 PCIe'), as public nvidia-smi logs show it (found by "
+               "text search of public repositories; no stable URL recorded). One log showed 81,920 MiB."), 350,
         "https://www.nvidia.com/en-us/data-center/h100/",
         notes="H100 PCIe datasheet column, dense figures.",
     ),
     _device(
         "H200",
         {"fp32": 67, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9, "int8": 1978.9},
-        4.8, 141, 700,
+        4.8, (143771 * _MIB, "141GB",
+               "nvidia-smi total 143,771 MiB ('NVIDIA H200'), as public nvidia-smi logs show it and rooflab issue "
+               "#12 states; no stable public URL recorded in this build."), 700,
         "https://www.nvidia.com/en-us/data-center/h200/",
         aliases=("H200-SXM",),
         notes="Same GH100 compute as the H100 SXM; HBM3e raises bandwidth and capacity.",
@@ -155,7 +175,9 @@ _CATALOGUE = [
     _device(
         "B200",
         {"fp32": 80, "tf32": 1100, "fp16": 2250, "bf16": 2250, "fp8": 4500, "int8": 4500, "fp4": 9000},
-        8.0, 180, 1000,
+        8.0, (183359 * _MIB, "180GB",
+              "nvidia-smi total 183,359 MiB ('NVIDIA B200'); NVIDIA/TensorRT-LLM issue #10278 (2025-12-24), "
+              "https://github.com/NVIDIA/TensorRT-LLM/issues/10278"), 1000,
         "https://www.nvidia.com/en-us/data-center/hgx/",
         aliases=("HGX-B200",),
         notes="One GPU of an HGX B200 board (1,000 W configuration), dense figures.",
@@ -163,28 +185,30 @@ _CATALOGUE = [
     _device(
         "L4",
         {"fp32": 30.3, "tf32": 60, "fp16": 121, "bf16": 121, "fp8": 242.5, "int8": 242.5},
-        0.300, 24, 72,
+        0.300, (23034 * _MIB, "24GB", f"nvidia-smi total 23,034 MiB; {_MODAL}"), 72,
         "https://www.nvidia.com/en-us/data-center/l4/",
         notes="L4 datasheet; its tensor rates are quoted with sparsity, halved here.",
     ),
     _device(
         "T4",
         {"fp32": 8.1, "fp16": 65, "int8": 130, "int4": 260},
-        0.320, 16, 70,
+        0.320, (15360 * _MIB, "16GB", f"nvidia-smi total 15,360 MiB; {_MODAL}"), 70,
         "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
         notes="Turing: FP16 mixed-precision tensor cores, no BF16, TF32 or FP8.",
     ),
     _device(
         "L40S",
         {"fp32": 91.6, "tf32": 183, "fp16": 362, "bf16": 362, "fp8": 733, "int8": 733, "int4": 733},
-        0.864, 48, 350,
+        0.864, (46068 * _MIB, "48GB", f"nvidia-smi total 46,068 MiB; {_MODAL}"), 350,
         "https://www.nvidia.com/en-us/data-center/l40s/",
         notes="L40S datasheet, dense figures (the page lists sparse ones too).",
     ),
     _device(
         "MI300X",
         {"fp32": 163.4, "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4, "fp8": 2614.9, "int8": 2614.9},
-        5.3, 192, 750,
+        5.3, (205822885888, "192GB",
+              "rocm-smi --showmeminfo vram: 'VRAM Total Memory (B): 205822885888', as public rocm-smi logs of "
+              "MI300X machines show it (found by text search; no stable URL recorded)."), 750,
         "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html",
         aliases=("AMD-MI300X",),
         notes="AMD Instinct MI300X datasheet, dense matrix figures.",
@@ -192,7 +216,9 @@ _CATALOGUE = [
     _device(
         "TPU-v5e",
         {"bf16": 197, "int8": 394},
-        0.819, 16, None,
+        0.819, (16 * 2**30, "16GB",
+                "No device-reported total found: Google's v5e page says 16 GB of HBM2 per chip; HBM stacks are "
+                "built in binary sizes, so 16 GiB is taken (see docs/decisions.md)."), None,
         "https://cloud.google.com/tpu/docs/v5e",
         aliases=("TPUv5e", "v5e"),
         notes="One Cloud TPU v5e chip. Google publishes no per-chip power figure.",

@@ -10,6 +10,10 @@ counts are plain integers: a parameter is a count, not a physical unit.
 (8.03, 6.98)
 >>> llama.kv_bytes_per_token("fp16")
 <Quantity(131072.0, 'byte / token')>
+>>> round(llama.weight_bytes("int4").m_as("GB"), 2)  # body in INT4 g128, embedding and head in FP16
+5.7
+>>> llama.max_context, model("Llama-3.1-8B").max_context
+(8192, 131072)
 """
 
 from __future__ import annotations
@@ -17,13 +21,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import numpy as np
 import pint
 
 from .catalogue import index, lookup
 from .precision import Precision, as_precision
 from .units import quantity
 
-__all__ = ["Model", "model", "MODELS"]
+__all__ = ["Model", "model", "MODELS", "ContextTooLong"]
+
+
+class ContextTooLong(ValueError):
+    """A prompt or context longer than the model's maximum context."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,7 @@ class Model:
     vocab: int
     tied_embeddings: bool
     source: str = field(repr=False)
+    max_context: int = 2048  # tokens the model was trained to attend over (its card, paper or config)
     experts: int = 1
     experts_per_token: int = 1
     gated_mlp: bool = True
@@ -49,7 +59,7 @@ class Model:
 
     def __post_init__(self) -> None:
         for name in ("layers", "d_model", "heads", "kv_heads", "head_dim", "mlp_dim", "vocab",
-                     "experts", "experts_per_token"):
+                     "experts", "experts_per_token", "max_context"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive whole number, got {value!r}")
@@ -132,10 +142,22 @@ class Model:
         return self._expert_params
 
     # --- bytes and FLOPs --------------------------------------------------
-    def weight_bytes(self, precision: str | Precision = "fp16") -> pint.Quantity:
-        """Bytes all weights take in memory, GB: total_params x bytes per weight (scales included)."""
+    @property
+    def embedding_and_head_params(self) -> int:
+        """Parameters of the embedding table and output head (one shared matrix when tied)."""
+        return self.embedding_params + self.head_params
+
+    def weight_bytes_si(self, precision: str | Precision = "fp16") -> float:
+        """Bytes all weights take in memory, a float: non-embedding params x bytes per weight
+        (scales included) + embedding and head params x their bytes (16-bit unless quantized too)."""
         p = as_precision(precision)
-        return quantity(self.total_params * p.bytes_per_weight, "bytes").to("GB")
+        return (self.non_embedding_params * p.bytes_per_weight
+                + self.embedding_and_head_params * p.embedding_bytes_per_weight)
+
+    def weight_bytes(self, precision: str | Precision = "fp16") -> pint.Quantity:
+        """Bytes all weights take in memory, GB: non-embedding params x bytes per weight (scales
+        included) + embedding and head params x their bytes (16-bit unless quantized too)."""
+        return quantity(self.weight_bytes_si(precision), "bytes").to("GB")
 
     def kv_bytes_per_token_si(self, precision: str | Precision = "fp16") -> float:
         """KV-cache bytes one token adds, as a float: 2 x layers x kv_heads x head_dim x bytes."""
@@ -162,8 +184,35 @@ class Model:
         )
         return quantity(flops, "flops") / quantity(1.0, "tokens")
 
+    def check_context(self, tokens, what: str) -> None:
+        """Raise ContextTooLong if ``tokens`` (an int or array) exceeds max_context, naming a model that has it."""
+        if type(tokens) is int and tokens <= self.max_context:  # the common case, without numpy
+            return
+        longest = int(np.max(tokens)) if np.ndim(tokens) else int(tokens)
+        if longest <= self.max_context:
+            return
+        raise ContextTooLong(
+            f"{what} needs {longest:,} tokens of context, but {self.name}'s maximum context is "
+            f"{self.max_context:,} tokens. {_longer(self, longest)}"
+        )
+
     def __str__(self) -> str:
         return self.name
+
+
+def _longer(m: Model, tokens: int) -> str:
+    """A sentence naming catalogue models that have ``tokens`` of context, the same shapes first."""
+    same = [o.name for o in _CATALOGUE if o.max_context >= tokens and _shapes(o) == _shapes(m)]
+    if same:
+        return f"{same[0]} has the same shapes and {MODELS[same[0]].max_context:,} tokens of context."
+    others = [o.name for o in _CATALOGUE if o.max_context >= tokens]
+    if others:
+        return f"Models in the catalogue with that context: {', '.join(others)}."
+    return "No model in the catalogue has that context."
+
+
+def _shapes(m: Model) -> tuple:
+    return (m.layers, m.d_model, m.heads, m.kv_heads, m.head_dim, m.mlp_dim, m.vocab, m.experts)
 
 
 def _hf(repo: str) -> str:
@@ -171,39 +220,62 @@ def _hf(repo: str) -> str:
 
 
 _LLAMA3 = dict(vocab=128256, tied_embeddings=False, head_dim=128)
+# max_context: the context length the publisher states (model card, paper or config.json).
 _CATALOGUE = [
-    Model("Llama-3-8B", layers=32, d_model=4096, heads=32, kv_heads=8, mlp_dim=14336,
-          source=_hf("meta-llama/Meta-Llama-3-8B"), aliases=("Meta-Llama-3-8B", "llama3-8b"), **_LLAMA3),
-    Model("Llama-3-70B", layers=80, d_model=8192, heads=64, kv_heads=8, mlp_dim=28672,
+    Model("Llama-3-8B", layers=32, d_model=4096, heads=32, kv_heads=8, mlp_dim=14336, max_context=8192,
+          source=_hf("meta-llama/Meta-Llama-3-8B"), aliases=("Meta-Llama-3-8B", "llama3-8b"),
+          notes="Model card: context length 8k; config.json max_position_embeddings 8192.", **_LLAMA3),
+    Model("Llama-3.1-8B", layers=32, d_model=4096, heads=32, kv_heads=8, mlp_dim=14336, max_context=131072,
+          source=_hf("meta-llama/Llama-3.1-8B"), aliases=("Meta-Llama-3.1-8B", "llama3.1-8b"),
+          notes="Llama-3-8B's shapes with a 128k context (config.json max_position_embeddings 131072, "
+                "RoPE scaling).", **_LLAMA3),
+    Model("Llama-3-70B", layers=80, d_model=8192, heads=64, kv_heads=8, mlp_dim=28672, max_context=8192,
           source=_hf("meta-llama/Meta-Llama-3-70B"), aliases=("Meta-Llama-3-70B", "llama3-70b"), **_LLAMA3),
-    Model("Llama-3.1-405B", layers=126, d_model=16384, heads=128, kv_heads=8, mlp_dim=53248,
+    Model("Llama-3.1-70B", layers=80, d_model=8192, heads=64, kv_heads=8, mlp_dim=28672, max_context=131072,
+          source=_hf("meta-llama/Llama-3.1-70B"), aliases=("Meta-Llama-3.1-70B", "llama3.1-70b"),
+          notes="Llama-3-70B's shapes with a 128k context.", **_LLAMA3),
+    Model("Llama-3.1-405B", layers=126, d_model=16384, heads=128, kv_heads=8, mlp_dim=53248, max_context=131072,
           source=_hf("meta-llama/Llama-3.1-405B"), aliases=("Meta-Llama-3.1-405B",), **_LLAMA3),
     Model("Llama-2-7B", layers=32, d_model=4096, heads=32, kv_heads=32, head_dim=128, mlp_dim=11008,
-          vocab=32000, tied_embeddings=False, source=_hf("meta-llama/Llama-2-7b-hf"),
+          vocab=32000, tied_embeddings=False, max_context=4096, source=_hf("meta-llama/Llama-2-7b-hf"),
           aliases=("Llama-2-7b-hf",), notes="Full multi-head attention: as many KV heads as query heads."),
+    Model("Llama-2-13B", layers=40, d_model=5120, heads=40, kv_heads=40, head_dim=128, mlp_dim=13824,
+          vocab=32000, tied_embeddings=False, max_context=4096, source=_hf("meta-llama/Llama-2-13b-hf"),
+          aliases=("Llama-2-13b-hf",)),
     Model("Llama-2-70B", layers=80, d_model=8192, heads=64, kv_heads=8, head_dim=128, mlp_dim=28672,
-          vocab=32000, tied_embeddings=False, source=_hf("meta-llama/Llama-2-70b-hf"),
+          vocab=32000, tied_embeddings=False, max_context=4096, source=_hf("meta-llama/Llama-2-70b-hf"),
           aliases=("Llama-2-70b-hf",)),
     Model("Mistral-7B", layers=32, d_model=4096, heads=32, kv_heads=8, head_dim=128, mlp_dim=14336,
-          vocab=32000, tied_embeddings=False, source=_hf("mistralai/Mistral-7B-v0.1"),
+          vocab=32000, tied_embeddings=False, max_context=8192, source=_hf("mistralai/Mistral-7B-v0.1"),
           aliases=("Mistral-7B-v0.1",),
-          notes="v0.1 uses a 4,096-token sliding window, which this library does not model."),
+          notes="Paper (arXiv:2310.06825) Table 1: context_len 8192. v0.1 uses a 4,096-token sliding window, "
+                "which this library does not model."),
     Model("Mixtral-8x7B", layers=32, d_model=4096, heads=32, kv_heads=8, head_dim=128, mlp_dim=14336,
-          vocab=32000, tied_embeddings=False, experts=8, experts_per_token=2,
+          vocab=32000, tied_embeddings=False, experts=8, experts_per_token=2, max_context=32768,
           source=_hf("mistralai/Mixtral-8x7B-v0.1"), aliases=("Mixtral-8x7B-v0.1",),
-          notes="Sparse mixture of experts: 8 expert MLPs a layer, each token routed to 2."),
+          notes="Sparse mixture of experts: 8 expert MLPs a layer, each token routed to 2. "
+                "Paper (arXiv:2401.04088): context size of 32k tokens."),
     Model("Qwen2-7B", layers=28, d_model=3584, heads=28, kv_heads=4, head_dim=128, mlp_dim=18944,
-          vocab=152064, tied_embeddings=False, qkv_bias=True, source=_hf("Qwen/Qwen2-7B")),
+          vocab=152064, tied_embeddings=False, qkv_bias=True, max_context=32768, source=_hf("Qwen/Qwen2-7B"),
+          notes="Qwen2 technical report (arXiv:2407.10671): pre-training context extended to 32,768 tokens; "
+                "the instruct model reaches 128k with YaRN, not modelled here."),
     Model("Gemma-2B", layers=18, d_model=2048, heads=8, kv_heads=1, head_dim=256, mlp_dim=16384,
-          vocab=256000, tied_embeddings=True, source=_hf("google/gemma-2b"),
-          aliases=("gemma-2b",), notes="Multi-query attention: one KV head shared by all 8 query heads."),
+          vocab=256000, tied_embeddings=True, max_context=8192, source=_hf("google/gemma-2b"),
+          aliases=("gemma-2b",), notes="Multi-query attention: one KV head shared by all 8 query heads. "
+                                       "Gemma report: context length 8192."),
     Model("TinyLlama-1.1B", layers=22, d_model=2048, heads=32, kv_heads=4, head_dim=64, mlp_dim=5632,
-          vocab=32000, tied_embeddings=False,
+          vocab=32000, tied_embeddings=False, max_context=2048,
           source=_hf("TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T"),
           aliases=("TinyLlama",), notes="Small enough for a laptop CPU."),
     Model("Qwen2-0.5B", layers=24, d_model=896, heads=14, kv_heads=2, head_dim=64, mlp_dim=4864,
-          vocab=151936, tied_embeddings=True, qkv_bias=True, source=_hf("Qwen/Qwen2-0.5B"),
-          notes="Small enough for a laptop CPU; input embedding and output head share one matrix."),
+          vocab=151936, tied_embeddings=True, qkv_bias=True, max_context=32768, source=_hf("Qwen/Qwen2-0.5B"),
+          notes="Small enough for a laptop CPU; input embedding and output head share one matrix. "
+                "Qwen2 blog and report: 32k context."),
+    Model("GPT-J-6B", layers=28, d_model=4096, heads=16, kv_heads=16, head_dim=256, mlp_dim=16384,
+          vocab=50400, tied_embeddings=False, gated_mlp=False, max_context=2048,
+          source=_hf("EleutherAI/gpt-j-6b"), aliases=("GPT-J", "gpt-j-6b"),
+          notes="n_positions 2048; a plain GELU MLP; biases (a few million parameters) left out. "
+                "In the calibration table because TensorRT-LLM published its figures on it."),
 ]
 
 #: The catalogue, by canonical name.

@@ -12,7 +12,7 @@ import numpy as np
 from .hardware import Hardware, hardware as _hardware
 from .precision import as_precision
 from .roofline import Cost
-from .models import Model
+from .models import Model, model as _model
 from .precision import Precision
 from .serving import Request, decode_step, memory_budget, prefill, request
 
@@ -20,6 +20,22 @@ __all__ = ["roofline_figure", "phase_bars", "memory_figure", "batching_figure", 
            "crossover_figure"]
 
 _COLOURS = {"compute": "#C44E52", "memory": "#4C72B0"}
+_GREY = "#AAAAAA"
+
+
+def _plot_fitting(ax, x, y, fits, *args, label=None, **kwargs):
+    """Plot y against x where ``fits`` holds, and the rest as a thin grey dotted line: a configuration
+    that does not fit in memory is never drawn as if it did.  Returns the line of the fitting part."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    fits = np.broadcast_to(np.asarray(fits, dtype=bool), y.shape)
+    line, = ax.plot(x, np.where(fits, y, np.nan), *args, label=label, **kwargs)
+    if not np.all(fits):
+        # include the last fitting point so the grey part joins the coloured one
+        grey = ~fits | np.roll(~fits, -1) & fits
+        ax.plot(x, np.where(grey, y, np.nan), ":", color=_GREY, lw=1,
+                label="does not fit in memory" if "does not fit in memory" not in
+                [h.get_label() for h in ax.get_lines()] else None)
+    return line
 
 
 def roofline_figure(
@@ -27,11 +43,14 @@ def roofline_figure(
     points: dict[str, Cost] | None = None,
     precision: str = "fp16",
     ax=None,
+    parts: bool = False,
 ):
     """Draw the device's roofline (attainable FLOP/s against intensity, log-log) and place costs on it.
 
     Each point sits at its intensity and its achieved rate, flops / time; a point on the
-    slanted roof is memory-bound, on the flat roof compute-bound.  Returns the Axes.
+    slanted roof is memory-bound, on the flat roof compute-bound.  A pass of several operations
+    sits below the roof (its time is the sum of theirs); with ``parts=True`` each operation of a
+    pass is drawn too, as a small point on its own roof.  Returns the Axes.
     """
     device = _hardware(device)
     peak = device.peak_flops_for(as_precision(precision).compute)
@@ -39,7 +58,11 @@ def roofline_figure(
     ridge = peak / bandwidth
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 4.2))
-    intensities = [float(np.max(c.flops_si / c.bytes_si)) for c in (points or {}).values()]
+    shown = [(label, cost, 8) for label, cost in (points or {}).items()]
+    if parts:
+        shown += [(f"{label}: {name}", part, 5) for label, cost in (points or {}).items()
+                  for name, part in cost.parts.items()]
+    intensities = [float(np.max(c.flops_si / c.bytes_si)) for _, c, _ in shown]
     low = min([0.1, *intensities]) / 2
     high = max([ridge * 30, *intensities]) * 2
     x = np.geomspace(low, high, 300)
@@ -47,14 +70,20 @@ def roofline_figure(
     ax.axvline(ridge, color="grey", ls=":", lw=1)
     ax.annotate(f"ridge point\n{ridge:.0f} FLOP/B", (ridge, peak / 1e12 / 30), ha="left", fontsize=8, color="grey",
                 xytext=(4, 0), textcoords="offset points")
-    for label, cost in (points or {}).items():
+    for label, cost, size in shown:
         intensity = np.asarray(cost.flops_si / cost.bytes_si, dtype=float)
         achieved = np.asarray(cost.flops_si / cost.time_si, dtype=float) / 1e12
         colour = _COLOURS[cost.bound if isinstance(cost.bound, str) else "memory"]
-        ax.plot(intensity, achieved, "o", ms=8, color=colour)
+        if not np.all(cost.fits):
+            colour, label = _GREY, f"{label}, does not fit"
+        ax.plot(intensity, achieved, "o", ms=size, color=colour)
+        point = (float(intensity.flat[-1]), float(achieved.flat[-1]))
+        if size < 8:  # an operation of a pass: its name only, above and left of the point
+            ax.annotate(label, point, xytext=(-4, 6), ha="right", textcoords="offset points", fontsize=7,
+                        color=colour)
+            continue
         on_flat_roof = cost.bound == "compute" if isinstance(cost.bound, str) else False
-        ax.annotate(f"{label}\n({cost.bound if isinstance(cost.bound, str) else 'sweep'}-bound)",
-                    (float(intensity.flat[-1]), float(achieved.flat[-1])),
+        ax.annotate(f"{label}\n({cost.bound if isinstance(cost.bound, str) else 'sweep'}-bound)", point,
                     # under the flat roof the label would sit on the line: put it below the point
                     xytext=(0, -30) if on_flat_roof else (6, -14), ha="center" if on_flat_roof else "left",
                     textcoords="offset points", fontsize=8, color=colour)
@@ -105,8 +134,9 @@ def memory_figure(model: Model | str, device: Hardware | str, context_len: int, 
                  colors=["#8C8C8C", _COLOURS["memory"], "#DDDDDD"])
     capacity = budget.capacity_si / 1e9
     ax.axhline(capacity, color="black", lw=1.5)
-    ax.annotate(f"{device.name} capacity, {capacity:.0f} GB", (batches[len(batches) // 2], capacity), xytext=(0, 4),
-                textcoords="offset points", fontsize=8, ha="center")
+    ax.annotate(f"{device.name} capacity, {capacity:.1f} GB ({budget.capacity_si / 2**20:,.0f} MiB reported)",
+                (batches[len(batches) // 2], capacity), xytext=(0, 4), textcoords="offset points", fontsize=8,
+                ha="center")
     fits = int(np.max(budget.max_batch)) if np.size(budget.max_batch) else 0
     if fits < batches[-1]:
         ax.axvspan(max(fits, 0) + 0.5, batches[-1], color=_COLOURS["compute"], alpha=0.12, label="does not fit")
@@ -123,17 +153,21 @@ def batching_figure(model: Model | str, device: Hardware | str, contexts=(128, 2
                     precision="fp16", ax=None):
     """Decode throughput gain (batch x step time at batch 1 / step time at batch B) against batch.
 
-    One line per context length, and the ideal line gain = B.  Memory capacity is ignored here,
-    so the lines go on past what fits.  Returns the Axes.
+    One line per context length, and the ideal line gain = B.  Batches whose cache does not fit
+    in memory are drawn as a grey dotted line.  Contexts beyond the model's are left out.
+    Returns the Axes.
     """
     batches = np.arange(1, max_batch_shown + 1)
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 4.0))
     ax.plot(batches, batches, color="grey", ls=":", label="gain = batch (ideal)")
     for context in contexts:
+        if context + 1 > _max_context(model):
+            continue
         one = decode_step(model, device, context, 1, precision, allow_overflow=True).time_si
-        many = np.asarray(decode_step(model, device, context, batches, precision, allow_overflow=True).time_si)
-        ax.plot(batches, batches * one / many, label=f"context {context:,} tokens")
+        many = decode_step(model, device, context, batches, precision, allow_overflow=True)
+        _plot_fitting(ax, batches, batches * one / np.asarray(many.time_si), many.fits,
+                      label=f"context {context:,} tokens")
     ax.set_xlabel("batch")
     ax.set_ylabel("decode throughput gain over batch 1")
     ax.legend(fontsize=8)
@@ -144,26 +178,31 @@ def batching_figure(model: Model | str, device: Hardware | str, contexts=(128, 2
 def quantization_figure(model: Model | str, device: Hardware | str, max_len: int = 32768, ax=None):
     """Speed-up of weight-only INT8 and INT4 (groups of 128) over FP16, by phase, against length.
 
-    Decode at batch 1 and 16 against the context, prefill against the prompt; dotted lines
-    mark the ratios of bytes per weight, which decode approaches only while weights dominate.
-    Memory capacity is ignored.  Returns the Axes.
+    Decode at batch 1 and 16 against the context, prefill against the prompt, up to the model's
+    context; dotted lines mark the ratio of the weight bytes a step reads (the embedding and head stay
+    16-bit, as shipped), which decode approaches only while weights dominate.  Where FP16 weights and cache
+    do not fit in memory the lines turn grey and dotted.  Returns the Axes.
     """
-    lengths = np.unique(np.geomspace(16, max_len, 60).round().astype(int))
+    top = min(max_len, _max_context(model) - 1)
+    lengths = np.unique(np.geomspace(16, top, 60).round().astype(int))
     formats = {"INT8": Precision(weights="int8"), "INT4": Precision(weights="int4", group_size=128)}
     if ax is None:
         _, ax = plt.subplots(figsize=(6.8, 4.2))
     for batch, style in ((1, "-"), (16, "--")):
-        base = np.asarray(decode_step(model, device, lengths, batch, "fp16", allow_overflow=True).time_si)
+        base = decode_step(model, device, lengths, batch, "fp16", allow_overflow=True)
         for label, precision in formats.items():
             step = np.asarray(decode_step(model, device, lengths, batch, precision, allow_overflow=True).time_si)
-            ax.plot(lengths, base / step, style, label=f"decode, {label}, batch {batch}")
-    base = np.asarray(prefill(model, device, lengths, "fp16", allow_overflow=True).time_si)
+            _plot_fitting(ax, lengths, np.asarray(base.time_si) / step, base.fits, style,
+                          label=f"decode, {label}, batch {batch}")
+    base = prefill(model, device, lengths, "fp16", allow_overflow=True)
     quick = np.asarray(prefill(model, device, lengths, formats["INT4"], allow_overflow=True).time_si)
-    ax.plot(lengths, base / quick, color="black", lw=2, label="prefill, INT4")
+    _plot_fitting(ax, lengths, np.asarray(base.time_si) / quick, base.fits, color="black", lw=2,
+                  label="prefill, INT4")
+    m = _model(model)
     for label, precision in formats.items():
-        ratio = 16 / precision.bits_per_weight
+        ratio = _step_weight_bytes(m, Precision()) / _step_weight_bytes(m, precision)
         ax.axhline(ratio, color="grey", ls=":", lw=1)
-        ax.annotate(f"{label} byte ratio {ratio:.2f}x", (lengths[0], ratio), xytext=(2, 3),
+        ax.annotate(f"{label}: ratio of the weight bytes a step reads, {ratio:.2f}x", (lengths[0], ratio), xytext=(2, 3),
                     textcoords="offset points", fontsize=7, color="grey")
     ax.set_xscale("log")
     ax.set_xlabel("context (decode) or prompt (prefill) length, tokens")
@@ -175,53 +214,84 @@ def quantization_figure(model: Model | str, device: Hardware | str, max_len: int
 
 def crossover_figure(model: Model | str, device: Hardware | str, output_lens=(64, 256), contexts=(0, 4000),
                      max_prompt: int = 131072, max_batch_shown: int = 2048):
-    """Three panels, each with its crossing marked where there is one.
+    """Three panels, each with its crossing marked where there is one, within the model's context.
 
     Left: share of prefill FLOPs in attention against the prompt (half at attention_crossover_len).
     Middle: TTFT against the decode time of answers of ``output_lens`` tokens.
-    Right: a decode step's compute and memory time against batch at ``contexts``.
-    Memory capacity is ignored.  Returns the Figure.
+    Right: a decode step's operations against batch at ``contexts``: the body's compute and memory
+    time (they cross near the ridge batch at any context) and attention's time (memory-bound).
+    Configurations that do not fit in memory are grey and dotted.  Returns the Figure.
     """
     from .crossover import attention_crossover_len, attention_share, decode_compute_bound_batch, ttft_exceeds_decode_len
 
+    limit = _max_context(model)
     fig, (left, middle, right) = plt.subplots(1, 3, figsize=(14, 4.0))
-    prompts = np.unique(np.geomspace(128, max_prompt, 200).round().astype(int))
+    prompts = np.unique(np.geomspace(128, min(max_prompt, limit), 200).round().astype(int))
     left.semilogx(prompts, attention_share(model, prompts), color="black")
     half = attention_crossover_len(model)
     left.axhline(0.5, color="grey", ls=":")
-    left.axvline(half, color=_COLOURS["compute"], ls="--")
-    left.annotate(f"half at {half:,.0f}", (half, 0.5), xytext=(4, -14), textcoords="offset points", fontsize=8)
+    if half <= prompts[-1]:
+        left.axvline(half, color=_COLOURS["compute"], ls="--")
+        left.annotate(f"half at {half:,.0f}", (half, 0.5), xytext=(4, -14), textcoords="offset points", fontsize=8)
+    else:
+        left.annotate(f"half at {half:,.0f},\nbeyond the {limit:,}-token context", (prompts[-1], 0.5),
+                      xytext=(-4, 4), textcoords="offset points", fontsize=8, ha="right")
     left.set_xlabel("prompt length, tokens")
     left.set_ylabel("attention share of prefill FLOPs")
 
-    ttft = np.asarray(prefill(model, device, prompts, allow_overflow=True).time_si)
-    middle.loglog(prompts, ttft, color="black", lw=2, label="TTFT")
+    pre = prefill(model, device, prompts, allow_overflow=True)
+    middle.loglog(prompts, np.where(pre.fits, pre.time_si, np.nan), color="black", lw=2, label="TTFT")
     for output_len in output_lens:
-        decode = np.asarray(request(model, device, prompts, output_len, allow_overflow=True).decode_time_si)
-        line, = middle.loglog(prompts, decode, label=f"decode of {output_len} tokens")
+        shown = prompts[prompts + output_len - 1 <= limit]
+        if not shown.size:
+            continue
+        r = request(model, device, shown, output_len, allow_overflow=True)
+        line = _plot_fitting(middle, shown, r.decode_time_si, r.fits, label=f"decode of {output_len} tokens")
         crossing = ttft_exceeds_decode_len(model, device, output_len)
-        if crossing <= prompts[-1]:
+        if crossing <= shown[-1]:
             middle.axvline(crossing, color=line.get_color(), ls="--")
-            middle.annotate(f"{crossing:,.0f}", (crossing, float(np.min(ttft))), xytext=(3, 0), textcoords="offset points",
-                            fontsize=8, color=line.get_color())
+            middle.annotate(f"{crossing:,.0f}", (crossing, float(np.min(pre.time_si))), xytext=(3, 0),
+                            textcoords="offset points", fontsize=8, color=line.get_color())
+    middle.set_xscale("log")
+    middle.set_yscale("log")
     middle.set_xlabel("prompt length, tokens")
     middle.set_ylabel("seconds")
     middle.legend(fontsize=8)
 
     batches = np.unique(np.geomspace(1, max_batch_shown, 120).round().astype(int))
     for context, style in zip(contexts, ("-", "--")):
+        if context + 1 > limit:
+            continue
         step = decode_step(model, device, context, batches, allow_overflow=True)
-        right.loglog(batches, step.compute_time_si, style, color=_COLOURS["compute"], label=f"compute, context {context:,}")
-        right.loglog(batches, step.memory_time_si, style, color=_COLOURS["memory"], label=f"memory, context {context:,}")
-        crossing = decode_compute_bound_batch(model, device, context)
-        if crossing <= batches[-1]:
-            right.axvline(crossing, color="grey", ls=style, lw=1)
-            right.annotate(f"batch {crossing:,.0f}", (crossing, float(np.min(step.memory_time_si))), xytext=(3, 3),
+        body, attention = step.parts["body"], step.parts["attention"]
+        _plot_fitting(right, batches, body.compute_time_si, step.fits, style, color=_COLOURS["compute"],
+                      label=f"body compute, context {context:,}")
+        _plot_fitting(right, batches, body.memory_time_si, step.fits, style, color=_COLOURS["memory"],
+                      label=f"body memory, context {context:,}")
+        _plot_fitting(right, batches, attention.time_si, step.fits, style, color="#55A868",
+                      label=f"attention (memory-bound), context {context:,}")
+        crossing = decode_compute_bound_batch(model, device, context, detail=True)
+        if crossing.value <= batches[-1]:
+            right.axvline(crossing.value, color="grey", ls=style, lw=1)
+            note = "" if crossing.fits else " (does not fit)"
+            right.annotate(f"body compute-bound\nfrom batch {crossing.value:,.0f}{note}",
+                           (crossing.value, float(np.min(body.memory_time_si))), xytext=(3, 3),
                            textcoords="offset points", fontsize=8)
+    right.set_xscale("log")
+    right.set_yscale("log")
     right.set_xlabel("batch")
-    right.set_ylabel("decode step time, s")
+    right.set_ylabel("time of each operation in a decode step, s")
     right.legend(fontsize=7)
     name = model if isinstance(model, str) else model.name
     fig.suptitle(f"{name} on the {_hardware(device).name}: where the binding resource changes", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def _step_weight_bytes(m: Model, precision: Precision) -> float:
+    """Weight bytes a batch-1 step reads, B: non-embedding weights + the output head (not the embedding table)."""
+    return m.non_embedding_params * precision.bytes_per_weight + m.vocab * m.d_model * precision.embedding_bytes_per_weight
+
+
+def _max_context(model: Model | str) -> int:
+    return _model(model).max_context

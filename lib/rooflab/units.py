@@ -23,7 +23,7 @@ from numbers import Real
 import numpy as np
 import pint
 
-__all__ = ["ureg", "Q_", "to_si", "as_quantity", "UnitError", "SI_UNITS"]
+__all__ = ["ureg", "Q_", "to_si", "as_quantity", "UnitError", "SI_UNITS", "rounded"]
 
 
 ureg = pint.UnitRegistry(filename=None)
@@ -128,3 +128,17 @@ def to_si(value: object, kind: str, name: str) -> float | np.ndarray:
 def quantity(magnitude: float | np.ndarray, kind: str) -> pint.Quantity:
     """Wrap an SI magnitude as a quantity of ``kind`` (the way out of the library)."""
     return Q_(magnitude, _UNITS[kind])
+
+
+def rounded(value: pint.Quantity, digits: int = 3) -> pint.Quantity:
+    """Return ``value`` with its magnitude rounded to ``digits`` significant figures (for printing).
+
+    >>> f"{rounded(Q_(1894.77, 'FLOP/B')):~P}", f"{rounded(Q_(0.0160616, 'TFLOP')):~P}"
+    ('1890 FLOP/B', '0.0161 TFLOP')
+    """
+    magnitude = float(value.magnitude)
+    if magnitude == 0 or not math.isfinite(magnitude):
+        return value
+    places = digits - 1 - math.floor(math.log10(abs(magnitude)))
+    shown = round(magnitude, places)
+    return Q_(int(shown) if places <= 0 else shown, value.units)

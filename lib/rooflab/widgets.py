@@ -6,6 +6,8 @@ a widget box; display it as the last line of a cell.
 
 from __future__ import annotations
 
+import math
+
 import ipywidgets as w
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
@@ -20,23 +22,26 @@ __all__ = ["serving_explorer", "explain", "memory_explorer", "explain_memory", "
 
 
 def explain(model: str, device: str, precision: str, prompt_len: int, output_len: int, batch: int):
-    """One line on a configuration (TTFT, ITL, what binds), and its phase costs for a roofline plot.
+    """One line on a configuration (TTFT and ITL, ideal and typical, what binds), and its phase costs
+    for a roofline plot.
 
-    A configuration that does not fit, or asks for a precision the device lacks, gets a line
-    saying so and no costs.
+    A configuration that does not fit, needs more context than the model has, or asks for a
+    precision the device lacks, gets a line saying so and no costs.
     """
     try:
         r = request(model, device, prompt_len, output_len, precision, batch=batch)
     except DoesNotFit:
-        budget = memory_budget(model, device, prompt_len + output_len, batch, precision)
+        budget = memory_budget(model, device, prompt_len + output_len - 1, batch, precision)
         return (f"Does not fit: weights {budget.weights:.1f~P} + KV cache {budget.kv:.1f~P} "
-                f"= {budget.total:.1f~P}, but the {device} has {budget.capacity:.0f~P}."), {}
-    except ValueError as error:  # e.g. a precision the device has no rate for
+                f"= {budget.total:.1f~P}, but the {device} has {budget.capacity:.1f~P}."), {}
+    except ValueError as error:  # a context the model lacks, a precision the device has no rate for
         return f"Not possible: {error}", {}
+    typical = request(model, device, prompt_len, output_len, precision, batch=batch, efficiency="typical")
     p = prefill(model, device, prompt_len, precision, batch=batch)
     d = decode_step(model, device, prompt_len, batch=batch, precision=precision)
-    text = (f"TTFT {r.ttft:.1f~P} ({p.bound}-bound)   ITL {r.itl:.2f~P} ({d.bound}-bound)   "
-            f"request {r.e2e:.2f~P}, {r.decode_share.magnitude:.0%} of it decoding")
+    text = (f"TTFT {r.ttft:.3g~P} ideal, {typical.ttft:.3g~P} typical ({p.bound}-bound)   "
+            f"ITL {r.itl:.3g~P} ideal, {typical.itl:.3g~P} typical ({d.bound}-bound)   "
+            f"request {typical.e2e:.3g~P} typical, {typical.decode_share.magnitude:.0%} of it decoding")
     return text, {"prefill": p, "decode step": d}
 
 
@@ -45,7 +50,8 @@ def serving_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("T4"
     which resource binds in each phase, and both phases on the device's roofline."""
     device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
     precision = w.Dropdown(options=["fp16", "bf16", "fp8", "int8"], value="fp16", description="precision")
-    prompt = w.IntSlider(value=2000, min=16, max=32768, step=16, description="prompt", continuous_update=False)
+    prompt = w.IntSlider(value=2000, min=16, max=_context(model, 32768), step=16, description="prompt",
+                         continuous_update=False)
     output = w.IntSlider(value=300, min=2, max=4096, step=2, description="answer", continuous_update=False)
     batch = w.IntSlider(value=1, min=1, max=256, description="batch", continuous_update=False)
 
@@ -61,14 +67,21 @@ def serving_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("T4"
 
 
 def explain_memory(model: str, device: str, context_len: int, batch: int, kv: str) -> str:
-    """One line on what ``batch`` sequences of ``context_len`` tokens hold and cost per decode step."""
+    """One line on what ``batch`` sequences of ``context_len`` tokens hold and, if they fit, what a decode
+    step costs (ideal and typical); a configuration that does not fit gets no time."""
     precision = Precision(weights="fp16", kv=kv, compute="fp16")
-    budget = memory_budget(model, device, context_len, batch, precision)
-    step = decode_step(model, device, context_len, batch, precision, allow_overflow=True)
-    verdict = "fits" if budget.fits else "DOES NOT FIT"
-    return (f"weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} = {budget.total:.1f~P} of "
-            f"{budget.capacity:.0f~P}: {verdict} (largest batch {budget.max_batch}).  "
-            f"Step {step.time:.2f~P}, {batch / step.time.m_as('s'):,.0f} tokens/s.")
+    try:
+        budget = memory_budget(model, device, context_len, batch, precision)
+    except ValueError as error:  # a context the model lacks
+        return f"Not possible: {error}"
+    held = (f"weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} = {budget.total:.1f~P} of "
+            f"{budget.capacity:.1f~P}")
+    if not budget.fits:
+        return f"{held}: DOES NOT FIT (largest batch {budget.max_batch}), so there is no step time to give."
+    step = decode_step(model, device, context_len, batch, precision)
+    typical = decode_step(model, device, context_len, batch, precision, efficiency="typical")
+    return (f"{held}: fits (largest batch {budget.max_batch}).  Step {step.time:.3g~P} ideal, "
+            f"{typical.time:.3g~P} typical: {_three(batch / typical.time.m_as('s'))} tokens/s typical.")
 
 
 def memory_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L4", "A100-80GB", "H100-SXM", "H200", "B200", "MI300X")):
@@ -76,7 +89,8 @@ def memory_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L4",
     decode step's time and throughput."""
     device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
     kv = w.Dropdown(options=["fp16", "fp8"], value="fp16", description="KV cache")
-    context = w.IntSlider(value=2000, min=128, max=32768, step=128, description="context", continuous_update=False)
+    context = w.IntSlider(value=2000, min=128, max=_context(model, 32768, step=128), step=128, description="context",
+                          continuous_update=False)
     batch = w.IntSlider(value=64, min=1, max=512, description="batch", continuous_update=False)
 
     def render():
@@ -97,7 +111,8 @@ def precision_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L
     weights = w.Dropdown(options=["fp16", "fp8", "int8", "int4"], value="int4", description="weights")
     kv = w.Dropdown(options=["fp16", "fp8"], value="fp16", description="KV cache")
     compute = w.Dropdown(options=["fp16", "fp8", "int8", "int4"], value="fp16", description="compute")
-    context = w.IntSlider(value=2000, min=16, max=32768, step=16, description="context", continuous_update=False)
+    context = w.IntSlider(value=2000, min=16, max=_context(model, 32768, answer=256), step=16, description="context",
+                          continuous_update=False)
     batch = w.IntSlider(value=1, min=1, max=256, description="batch", continuous_update=False)
 
     def render():
@@ -109,7 +124,7 @@ def precision_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L
         text, costs = explain(model, device.value, precision, context.value, 256, batch.value)
         print(text)
         if costs:
-            budget = memory_budget(model, device.value, context.value + 256, batch.value, precision)
+            budget = memory_budget(model, device.value, context.value + 255, batch.value, precision)
             print(f"memory: weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} of {budget.capacity:.0f~P}")
             figure = Figure(figsize=(6.4, 3.8))
             ax = figure.subplots()
@@ -120,17 +135,27 @@ def precision_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L
 
 
 def explain_crossovers(model: str, device: str, output_len: int, context_len: int) -> str:
-    """The crossovers of one model on one device, in three lines."""
+    """The crossovers of one model on one device, in three lines, each saying which operation crosses."""
     from .crossover import attention_crossover_len, decode_compute_bound_batch, ttft_exceeds_decode_len
+    from .models import model as _model
 
-    batch = decode_compute_bound_batch(model, device, context_len)
-    prompt = ttft_exceeds_decode_len(model, device, output_len)
+    limit = _model(model).max_context
+    try:
+        batch = decode_compute_bound_batch(model, device, context_len, detail=True)
+        prompt = ttft_exceeds_decode_len(model, device, output_len)
+    except ValueError as error:  # a context the model lacks
+        return f"Not possible: {error}"
+    half = attention_crossover_len(model)
+    fits = "" if batch.fits else f" (but {batch.value:,.0f} sequences of {context_len:,} tokens do not fit in memory)"
     return "\n".join([
-        f"attention is half the prefill from {attention_crossover_len(model):,.0f} tokens",
-        f"decode at {context_len:,} tokens of context turns compute-bound "
-        + (f"at batch {batch:,.0f}" if batch != float("inf") else "at no batch"),
+        f"attention is half the prefill from {half:,.0f} tokens"
+        + ("" if half <= limit else f", beyond the model's {limit:,}-token context"),
+        f"in a decode step at {context_len:,} tokens of context the weight matmuls turn compute-bound "
+        + (f"at batch {batch.value:,.0f}{fits}" if batch.value != float("inf") else "at no batch")
+        + "; attention over the cache stays memory-bound",
         f"the prefill outlasts a {output_len}-token answer from a "
-        + (f"{prompt:,.0f}-token prompt" if prompt != float("inf") else "prompt longer than any tried"),
+        + (f"{prompt:,.0f}-token prompt" if prompt != float("inf")
+           else f"prompt longer than the model's {limit:,}-token context allows"),
     ])
 
 
@@ -141,12 +166,14 @@ def crossover_explorer(devices: tuple[str, ...] = ("L4", "A100-80GB", "H100-SXM"
     model = w.Dropdown(options=list(MODELS), value="Llama-3-8B", description="model")
     device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
     output = w.IntSlider(value=64, min=2, max=2048, description="answer", continuous_update=False)
-    context = w.IntSlider(value=0, min=0, max=8192, step=64, description="context", continuous_update=False)
+    context = w.IntSlider(value=0, min=0, max=8192 - 64, step=64, description="context", continuous_update=False)
 
     def render():
-        print(explain_crossovers(model.value, device.value, output.value, context.value))
-        plots.crossover_figure(model.value, device.value, output_lens=(output.value,), contexts=(context.value,))
-        _show()
+        text = explain_crossovers(model.value, device.value, output.value, context.value)
+        print(text)
+        if not text.startswith("Not possible"):
+            plots.crossover_figure(model.value, device.value, output_lens=(output.value,), contexts=(context.value,))
+            _show()
 
     return _explorer([[model, device], [output, context]], render)
 
@@ -170,6 +197,22 @@ def _show(figure: Figure | None = None) -> None:
     buffer = io.BytesIO()
     FigureCanvasAgg(figure).print_png(buffer)
     display(Image(data=buffer.getvalue(), format="png"))
+
+
+def _three(x: float) -> str:
+    """``x`` to three significant figures, with thousands separators (11,335 -> '11,300')."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    digits = 2 - math.floor(math.log10(abs(x)))
+    return f"{round(x, digits):,.{max(digits, 0)}f}"
+
+
+def _context(model: str, largest: int, step: int = 16, answer: int = 1) -> int:
+    """A slider's top: ``largest``, or the model's context less the answer, whichever is smaller, on the step."""
+    from .models import model as _model
+
+    top = min(largest, _model(model).max_context - answer)
+    return top - top % step
 
 
 def _explorer(rows: list[list], render) -> w.VBox:

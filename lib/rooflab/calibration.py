@@ -1,0 +1,124 @@
+"""The typical efficiency, fitted to public measurements of real serving engines.
+
+``data/measurements.csv`` holds published measurements (TensorRT-LLM's
+performance tables and blog, gpt-fast's README): model, device, precision,
+batch, prompt and answer lengths, what was measured (``ttft`` in ms, or
+``output_throughput`` in token/s: batch x answer tokens / the whole run) and
+the source.  :func:`predict` gives the library's figure for a row at an
+efficiency; :func:`calibrate` finds the MFU, MBU and per-pass overhead that
+minimise the squared log error over the table (a multiplicative error, so
+fast and slow rows weigh alike), by a coordinate search on a shrinking grid.
+
+>>> rows = measurements()
+>>> len(rows) >= 15 and all(ideal_ratio(r) <= 1 for r in rows)  # the ideal is a bound
+True
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .efficiency import Efficiency, PRESETS
+from .serving import request
+
+__all__ = ["Measurement", "measurements", "predict", "ideal_ratio", "calibrate", "median_error", "DATA"]
+
+#: The shipped table of public measurements.
+DATA = Path(__file__).resolve().parent / "data" / "measurements.csv"
+_METRICS = {"ttft": "ms", "output_throughput": "token/s"}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One published measurement and the configuration it was taken on."""
+
+    model: str
+    device: str
+    precision: str
+    batch: int
+    prompt_len: int
+    output_len: int
+    metric: str  # "ttft" (ms) or "output_throughput" (token/s over the whole run)
+    value: float
+    unit: str
+    engine: str
+    source_title: str
+    source_url: str
+    source_date: str
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if _METRICS.get(self.metric) != self.unit:
+            raise ValueError(f"metric {self.metric!r} must be in {_METRICS.get(self.metric, 'a known unit')}, "
+                             f"got {self.unit!r}; known metrics: {', '.join(_METRICS)}")
+        if not (self.value > 0 and self.source_url.startswith("https://")):
+            raise ValueError(f"a measurement needs a positive value and a source URL, got {self}")
+
+
+@lru_cache(maxsize=4)
+def measurements(path: str | Path = DATA) -> tuple[Measurement, ...]:
+    """Return the rows of a measurements CSV file (the shipped table by default)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    ints = ("batch", "prompt_len", "output_len")
+    return tuple(Measurement(**{k: int(v) if k in ints else float(v) if k == "value" else v
+                                for k, v in row.items()}) for row in rows)
+
+
+def predict(row: Measurement, efficiency: str | Efficiency = "ideal") -> float:
+    """Return the library's figure for ``row`` in the row's unit: the TTFT in ms, or
+    batch x output_len / e2e in token/s."""
+    r = request(row.model, row.device, row.prompt_len, row.output_len, row.precision, batch=row.batch,
+                efficiency=efficiency)
+    if row.metric == "ttft":
+        return r.ttft_si * 1e3
+    return row.batch * row.output_len / (r.ttft_si + r.decode_time_si)
+
+
+def ideal_ratio(row: Measurement) -> float:
+    """Return ideal time / measured time (a throughput enters inverted): never above 1 if the roofline is a bound."""
+    ideal = predict(row, "ideal")
+    return ideal / row.value if row.metric == "ttft" else row.value / ideal
+
+
+def _log_errors(rows, efficiency: Efficiency) -> list[float]:
+    return [math.log(predict(row, efficiency) / row.value) for row in rows]
+
+
+def median_error(rows, efficiency: str | Efficiency = "typical") -> float:
+    """Median over ``rows`` of |predicted / measured - 1| at ``efficiency``."""
+    return statistics.median(abs(predict(row, efficiency) / row.value - 1) for row in rows)
+
+
+def calibrate(rows=None, rounds: int = 6) -> Efficiency:
+    """Return the Efficiency whose MFU, MBU and overhead minimise the sum of squared log errors over ``rows``.
+
+    Coordinate search: each round scans each factor over 21 points around the best so far (MFU and MBU
+    in (0, 1], overhead >= 0) and halves the span; values are rounded to 0.01 and 0.01 ms.
+    """
+    rows = measurements() if rows is None else tuple(rows)
+    best = {"mfu": 0.5, "mbu": 0.7, "overhead_si": 1e-3}
+    span = {"mfu": 0.5, "mbu": 0.5, "overhead_si": 4e-3}
+    limits = {"mfu": (0.01, 1.0), "mbu": (0.01, 1.0), "overhead_si": (0.0, 0.05)}
+
+    def loss(factors) -> float:
+        return sum(e * e for e in _log_errors(rows, Efficiency("fit", **factors)))
+
+    current = loss(best)
+    for _ in range(rounds):
+        for name in best:
+            low, high = limits[name]
+            for k in range(21):
+                value = min(high, max(low, best[name] + span[name] * (k / 10 - 1)))
+                trial = dict(best, **{name: value})
+                score = loss(trial)
+                if score < current:
+                    best, current = trial, score
+            span[name] /= 2
+    return Efficiency("typical", round(best["mfu"], 2), round(best["mbu"], 2), round(best["overhead_si"], 5),
+                      source=PRESETS["typical"].source)
