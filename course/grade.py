@@ -94,7 +94,8 @@ def _autograde(student: str, root: Path, limits: Limits, isolation: str,
                submissions: Path) -> tuple[str, str | None]:
     """Autograde all of one student's assignments in one limited process; return (student, problem)."""
     prefix = [sys.executable, "-m", "course.limits", str(limits.memory_bytes), str(4 * limits.processes), str(2**40), "--"]
-    hide = ":".join(str(p) for p in (root, SOURCE, SOLUTIONS, RELEASE, submissions, ROOT / ".git", Path.home()))
+    hide = ":".join(str(p) for p in (root, SOURCE, SOLUTIONS, RELEASE, submissions, ROOT / ".git", Path.home(),
+                                     Path(tempfile.gettempdir())))
     try:
         done = nbgrader("autograde", "*", "--student", student, "--force",
                         f"--CourseDirectory.source_directory={SOURCE}",

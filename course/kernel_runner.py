@@ -110,8 +110,7 @@ def _rooflab_probe(request):
                            "bases": [c.__name__ for c in type(error).__mro__][:20]})
     return json.dumps({"ok": True, "value": encode(result)})
 
-with open(__ANSWER__, "w") as _rooflab_file:
-    _rooflab_file.write(_rooflab_probe(__REQUEST__))
+_rooflab_answer = _rooflab_probe(__REQUEST__)
 '''
 
 
@@ -120,31 +119,37 @@ def send(message: dict) -> None:
     sys.__stdout__.flush()
 
 
-ANSWER = ".rooflab_answer.json"
-
-
-def answer(client, request: dict) -> dict:
+def answer(client, request: dict, timeout: float) -> dict:
     """Run one request in the kernel and return its reply.
 
-    A timeout or a dead kernel raises: the runner then stops, and the grader,
+    The reply comes back through the execute reply's ``user_expressions``, not a
+    file, so a submission that filled its disk still gets its answers read.  A
+    timeout or a dead kernel raises: the runner then stops, and the grader,
     which sees the line never come, replaces the sandbox.
     """
-    import nbformat
+    import ast
+    import time
 
-    if os.path.exists(ANSWER):
-        os.remove(ANSWER)
-    code = PROBE.replace("__REQUEST__", repr(request)).replace("__ANSWER__", repr(os.path.abspath(ANSWER)))
-    cell = nbformat.v4.new_code_cell(code)
-    client.execute_cell(cell, 0)
+    code = PROBE.replace("__REQUEST__", repr(request))
+    kc = client.kc
+    while kc.iopub_channel.msg_ready():  # drop what earlier requests printed
+        kc.get_iopub_msg(timeout=0)
+    msg_id = kc.execute(code, silent=True, store_history=False, user_expressions={"answer": "_rooflab_answer"})
+    deadline = time.monotonic() + timeout
+    while True:
+        reply = kc.get_shell_msg(timeout=max(0.01, deadline - time.monotonic()))
+        if reply.get("parent_header", {}).get("msg_id") == msg_id:
+            break
+    content = reply.get("content", {})
+    if content.get("status") != "ok":
+        return {"ok": False, "error": str(content.get("ename", "Error")),
+                "message": str(content.get("evalue", ""))[:2000]}
+    found = content.get("user_expressions", {}).get("answer", {})
+    text = found.get("data", {}).get("text/plain", "") if found.get("status") == "ok" else ""
     try:
-        with open(ANSWER, encoding="utf-8") as handle:
-            return json.loads(handle.read(10_000_000))
-    except (OSError, ValueError):
-        pass
-    errors = [o for o in cell.outputs if o.get("output_type") == "error"]
-    if errors:
-        return {"ok": False, "error": errors[0].get("ename", "Error"), "message": errors[0].get("evalue", "")[:2000]}
-    return {"ok": False, "error": "ProtocolError", "message": "the kernel gave no answer to the grader's request"}
+        return json.loads(ast.literal_eval(text))
+    except (ValueError, SyntaxError, TypeError):
+        return {"ok": False, "error": "ProtocolError", "message": "the kernel gave no answer to the grader's request"}
 
 
 def main() -> None:
@@ -177,7 +182,7 @@ def main() -> None:
         send({"event": "executed", "notebook": notebook})
         client.on_cell_start = None
         for line in sys.stdin:
-            send(answer(client, json.loads(line)))
+            send(answer(client, json.loads(line), client.timeout))
 
 
 if __name__ == "__main__":

@@ -61,9 +61,18 @@ def isolation() -> str:
         probe = subprocess.run(_bwrap_prefix(SandboxLimits()) + ["/bin/true"], capture_output=True)
         if probe.returncode == 0:
             return "bwrap"
-    if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("setpriv"):
+    if os.geteuid() == 0 and shutil.which("unshare") and shutil.which("setpriv") and _reachable_by_others():
         return "unshare"
     return NO_SANDBOX
+
+
+def _reachable_by_others() -> bool:
+    """Whether an unprivileged uid can run this Python (the unshare fallback has no bind mounts to help)."""
+    for path in _python_paths():
+        for folder in [path.resolve(), *path.resolve().parents]:
+            if folder.is_dir() and not folder.stat().st_mode & 0o001:
+                return False
+    return True
 
 
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`; Fedora: `sudo dnf install "
@@ -71,10 +80,15 @@ INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubble
                 "without isolation (every row then says so)")
 
 
+def _python_paths() -> list[Path]:
+    """The Python environment, its base interpreter and the library."""
+    return [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent, LIBRARY, RUNNER]
+
+
 def _read_only_paths() -> list[Path]:
     """What the kernel must see: the system, the Python environment, the library."""
     paths = [Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc")]
-    paths += [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent.parent, LIBRARY]
+    paths += _python_paths()[:-1]
     seen, kept = set(), []
     for path in paths:
         if path.exists() and path not in seen:
@@ -130,10 +144,18 @@ def _bwrap_prefix(limits: SandboxLimits) -> list[str]:
     return command
 
 
-def _unshare_prefix(hide: list[Path]) -> list[str]:
-    """Namespaces with util-linux alone; the course's folders are covered by empty tmpfs mounts."""
-    mounts = "; ".join(f"mount -t tmpfs -o size=1m none {json.dumps(str(p))}" for p in hide if p.exists())
-    script = f"{mounts}; mkdir -p {HOME} && mount -t tmpfs none {HOME} && cd {HOME} && exec \"$@\""
+def _unshare_prefix(hide: list[Path], limits: SandboxLimits) -> list[str]:
+    """Namespaces with util-linux alone; the course's folders are covered by empty tmpfs mounts.
+
+    A folder that holds the Python environment or the library cannot be hidden (the kernel needs them).
+    """
+    needed = [p.resolve() for p in _python_paths()]
+    covered = [p for p in hide if p.exists() and not any(n == p.resolve() or p.resolve() in n.parents
+                                                          for n in needed)]
+    mounts = [f"mount -t tmpfs -o size=1m,mode=0755 none {json.dumps(str(p))}" for p in covered]
+    mounts += [f"mkdir -p {folder} && mount -t tmpfs -o size={limits.disk_bytes},mode=1777 none {folder}"
+               for folder in ("/tmp", "/dev/shm", HOME)]
+    script = " && ".join(mounts) + f" && cd {HOME} && exec \"$@\""
     env = " ".join(f"{k}={json.dumps(v)}" for k, v in _environment(HOME).items())
     return ["unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--net", "--ipc", "--uts",
             "sh", "-c", f"export {env}; {script}", "sandbox"]
@@ -167,7 +189,7 @@ def command(kind: str, limits: SandboxLimits, hide: list[Path] = ()) -> list[str
     if kind == "bwrap":
         return _bwrap_prefix(limits) + limit + drop + [sys.executable, "/grader/kernel_runner.py"]
     if kind == "unshare":
-        return _unshare_prefix(list(hide)) + limit + drop + [sys.executable, str(RUNNER)]
+        return _unshare_prefix(list(hide), limits) + limit + drop + [sys.executable, str(RUNNER)]
     return limit + [sys.executable, str(RUNNER)]
 
 

@@ -30,26 +30,26 @@ def _tree_digest(folder):
     return digest.hexdigest()
 
 
-def _sandbox_processes():
-    """Processes left by a sandbox: our runner, or anything under a sandbox uid."""
+def _leftovers():
+    """Processes the attacks start and mean to outlive their grading (other graders may run beside this test)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            uid = os.stat(f"/proc/{entry}").st_uid
             command = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if 61000 <= uid < 91000 or "kernel_runner.py" in command:
-            found.append(f"{entry} uid {uid}: {command[:80]}")
+        if command.startswith("sleep 60") or "grades.csv" in command:
+            found.append(f"{entry}: {command[:80]}")
     return found
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     if sandbox.isolation() == sandbox.NO_SANDBOX:
-        pytest.fail("no sandbox on this machine: " + sandbox.INSTALL_HINT)
+        # CI installs bubblewrap and must test the sandbox for real; elsewhere say what is missing.
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("no sandbox on this machine: " + sandbox.INSTALL_HINT)
     folder = tmp_path_factory.mktemp("adversarial")
     write_submissions(folder / "submissions")
     source_before = _tree_digest(SOURCE)
@@ -61,7 +61,7 @@ def graded(tmp_path_factory):
         "rows": {r.student: r for r in rows},
         "csv_unchanged": grades.read_bytes() == written,
         "source_unchanged": _tree_digest(SOURCE) == source_before,
-        "leftovers": _sandbox_processes(),
+        "leftovers": _leftovers(),
         "folder": folder,
     }
 

@@ -2,10 +2,13 @@
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -71,7 +74,8 @@ def _printed(notebook: dict) -> dict:
 def ran():
     kind = sandbox.isolation()
     if kind == sandbox.NO_SANDBOX:
-        pytest.fail("no sandbox on this machine: " + sandbox.INSTALL_HINT)
+        # CI installs bubblewrap and must test the sandbox for real; elsewhere say what is missing.
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("no sandbox on this machine: " + sandbox.INSTALL_HINT)
     limits = sandbox.SandboxLimits(cell_seconds=4, disk_bytes=64 * 2**20, processes=32)
     box = sandbox.Sandbox(_notebook(PROBES), kind=kind, limits=limits)
     try:
@@ -116,21 +120,30 @@ def test_requests_answer_with_plain_data(ran):
 
 
 def test_no_process_survives_the_sandbox(ran):
-    leftovers = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                uid = os.stat(f"/proc/{entry}").st_uid
-            except OSError:
-                continue
-            if 61000 <= uid < 91000:
-                leftovers.append(entry)
+    # The sandbox's uid is 61000 + the grader's pid (course/sandbox.py); other graders may run beside this test.
+    # The kernel reaps a dead PID namespace's processes asynchronously: allow it a few seconds.
+    uid = 61000 + os.getpid() % 30000 if os.geteuid() == 0 else None
+    for _ in range(50):
+        leftovers = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    owner = os.stat(f"/proc/{entry}").st_uid
+                    command = open(f"/proc/{entry}/cmdline", "rb").read()
+                except OSError:
+                    continue
+                if owner == uid or b"sleep\x0030" in command:
+                    leftovers.append(entry)
+        if not leftovers:
+            break
+        time.sleep(0.1)
     assert leftovers == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching to an unprivileged user needs root")
-def test_the_user_namespace_path_as_an_unprivileged_grader(tmp_path):
+def test_the_user_namespace_path_as_an_unprivileged_grader():
     """The grader itself as `nobody`: bubblewrap then isolates through a user namespace."""
+    tmp_path = Path(tempfile.mkdtemp(prefix="rooflab-nobody-"))
     home = Path.home()
     mode = stat.S_IMODE(home.stat().st_mode)
     # The interpreter may live under root's home (pyenv): let `nobody` through it, for this test only.
@@ -142,7 +155,7 @@ def test_the_user_namespace_path_as_an_unprivileged_grader(tmp_path):
             sys.path.insert(0, {str(ROOT)!r})
             from course import sandbox
             kind = sandbox.isolation()
-            box = sandbox.Sandbox({json.dumps(_notebook({k: PROBES[k] for k in ("uid", "source", "network", "hang", "after")}))},
+            box = sandbox.Sandbox(json.loads({json.dumps(json.dumps(_notebook({k: PROBES[k] for k in ("uid", "source", "network", "hang", "after")})))}),
                                   kind=kind, limits=sandbox.SandboxLimits(cell_seconds=4))
             executed = box.run()
             box.close()
@@ -156,6 +169,7 @@ def test_the_user_namespace_path_as_an_unprivileged_grader(tmp_path):
                               env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)}, cwd=tmp_path)
     finally:
         home.chmod(mode)
+        shutil.rmtree(tmp_path, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["kind"] == "bwrap"
