@@ -238,14 +238,18 @@ def _disabled(*args, **kwargs):
 def library_answers() -> list:
     """The library functions that compute what the derivation exercises ask for."""
     # By module path: the package attribute `roofline` is the function, not the module.
-    crossover, models, roofline, serving = (
-        importlib.import_module(f"{__package__}.{name}") for name in ("crossover", "models", "roofline", "serving")
+    crossover, fleet, models, roofline, serving = (
+        importlib.import_module(f"{__package__}.{name}")
+        for name in ("crossover", "fleet", "models", "roofline", "serving")
     )
     return [
         serving.prefill, serving.decode_step, serving.request, serving._prefill_si, serving._decode_si,
         serving._decode_linear_si, serving._decode_total_si, roofline.roofline, roofline.cost_si,
         models.Model.weight_bytes, models.Model.kv_bytes_per_token, models.Model.kv_bytes_per_token_si,
         models.Model.flops_per_token, crossover.attention_share,
+        fleet.steady_state, fleet.frontier, fleet.best_under_sla, fleet.tensor_parallel_step,
+        fleet.cost_per_million_tokens, fleet.energy_per_token, fleet._pass_si, fleet._steady_si,
+        fleet.SteadyState.cost_per_million, fleet.SteadyState.energy_per_token,
     ]
 
 

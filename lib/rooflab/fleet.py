@@ -82,7 +82,8 @@ __all__ = [
 
 #: Latency of one all-reduce under "typical" efficiency: about 6 us between two H100s of an HGX board with CUDA
 #: graphs (NVIDIA/nccl issue #1259, https://github.com/NVIDIA/nccl/issues/1259, 2024).  "ideal" uses 0.
-TYPICAL_ALLREDUCE_LATENCY = Q_(6.0, "us")
+_TYPICAL_LATENCY_SI = 6.0e-6
+TYPICAL_ALLREDUCE_LATENCY = Q_(_TYPICAL_LATENCY_SI * 1e6, "us")
 _ACTIVATION_BYTES = 2.0  # 16-bit activations cross the link
 _MODES = ("separate", "chunked")
 
@@ -241,8 +242,10 @@ def _group(model, hardware, precision, tp, efficiency, mfu, mbu, overhead, allre
     m = s.model
     kv_share = math.ceil(m.kv_heads / n) / m.kv_heads  # KV heads split N ways, replicated past kv_heads
     preset = _efficiency(efficiency)
-    if allreduce_latency is None:
-        latency = 0.0 if preset.name == "ideal" else to_si(TYPICAL_ALLREDUCE_LATENCY, "time", "allreduce_latency")
+    if n == 1:
+        latency = 0.0
+    elif allreduce_latency is None:
+        latency = 0.0 if preset.name == "ideal" else _TYPICAL_LATENCY_SI
     else:
         latency = to_si(allreduce_latency, "time", "allreduce_latency")
         if latency < 0:
