@@ -31,6 +31,7 @@ c.CourseDirectory.db_assignments = [
     dict(name="02_kv_cache"),
     dict(name="03_quantization"),
     dict(name="04_crossover"),
+    dict(name="05_under_load"),
 ]
 
 # Our cells are analytic and run in milliseconds: 10 s per cell is generous for a

@@ -154,6 +154,49 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return "memory bandwidth" if output_len > prompt_len else "peak FLOP/s"'),
         ],
     },
+    "05_under_load": {
+        "ms_for_s": [
+            ("ex1_step", "    return body + attention + head\n", '    return Q_((body + attention + head).m_as("ms"), "s")\n'),
+        ],
+        "gb_for_gib": [
+            ("ex7_tp", 'Q_((model.non_embedding_params + batch * model.d_model) * bytes_per_value / tp, "B")',
+             'Q_((model.non_embedding_params + batch * model.d_model) * bytes_per_value / tp / 2**30, "GB")'),
+        ],
+        "forgot_k_and_v": [
+            ("ex1_step", "kv_per_token = 2 * model.layers", "kv_per_token = model.layers"),
+        ],
+        "raises": [
+            ("ex4_cost", "    return (price / tokens_per_second)", "    return (price / 0 / tokens_per_second)"),
+        ],
+        "infinite_loop": [
+            ("ex6_energy", "def joules_per_token(", "while True:  # a loop left running\n    pass\n\n\ndef joules_per_token("),
+        ],
+        "kills_kernel": [
+            ("ex3_batch", "def largest_batch(", "import os\nos._exit(1)\n\n\ndef largest_batch("),
+        ],
+        "warning": [
+            ("ex1_step", "    bytes_per_value = BYTES_PER_VALUE[precision]\n",
+             "    import warnings\n    warnings.warn('the prefills are left out')\n    bytes_per_value = BYTES_PER_VALUE[precision]\n"),
+        ],
+        "hard_coded": [
+            ("ex1_step", None, 'def step_time(model, device, context_len, batch, precision="fp16"):\n    return Q_(9.864, "ms")\n\n\n'
+             'def tokens_per_second(model, device, prompt_len, output_len, batch, precision="fp16"):\n    return Q_(6488, "token/s")'),
+            ("ex2_frontier", None, 'def frontier_curve(model, device, prompt_len, output_len, precision="fp16"):\n'
+             '    f = rl.frontier("Llama-3-8B", "H100", 2000, 300)  # the visible case, whatever is asked\n'
+             '    return f.itl, f.output_throughput\n\n\n'
+             'def bend_batch(model, device, prompt_len, output_len, precision="fp16"):\n    return 189'),
+            ("ex3_batch", None, 'def largest_batch(model, device, prompt_len, output_len, itl_limit, precision="fp16"):\n    return 136'),
+            ("ex4_cost", None, 'def cost_per_million(price, tokens_per_second):\n    return Q_(0.4018, "USD/Mtok")'),
+            ("ex5_sla", None, 'def cost_at_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, price, precision="fp16"):\n'
+             '    return Q_(0.4012, "USD/Mtok")'),
+            ("ex6_energy", None, 'def joules_per_token(model, device, prompt_len, output_len, batches, precision="fp16"):\n'
+             '    seen = {1: 6.578, 8: 1.005, 64: 0.3087, 136: 0.2560}\n'
+             '    return Q_(np.array([seen[int(b)] for b in batches]), "J/token")'),
+            ("ex7_tp", None, 'def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):\n    return Q_(15.65, "ms")\n\n\n'
+             'def per_gpu_throughputs(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16"):\n'
+             '    return Q_(623.3, "token/s"), Q_(493.0, "token/s")'),
+        ],
+    },
     "02_kv_cache": {
         "ms_for_s": [
             ("ex4_step", 'return max((flops / device.peak_flops(precision)).to("s"), (nbytes / device.memory_bandwidth).to("s"))',

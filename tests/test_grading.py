@@ -1,4 +1,4 @@
-"""The grading pipeline end to end on the simulated class (four assignments, sixteen students).
+"""The grading pipeline end to end on the simulated class (five assignments, sixteen students).
 
 Expected scores are derived from which test cells each student's fault breaks.
 
@@ -15,6 +15,10 @@ w8a8_prefill_speedup [1+2]; extra_sequences [1+4]; cheapest_config [1+4].
 
 04_crossover (25 autograded, 6 visible): compute_bound_batch [1+3]; attention_intensity and decode_parts [1+4];
 attention share [1+3]; prefill against answer [1+4]; balanced_output_len [1+3]; spec_to_buy [1+2].
+
+05_under_load (30 autograded, 9 of them in visible tests): predict [2]; step_time and tokens_per_second [1+3];
+frontier and bend [1+3]; largest_batch [1+3]; cost_per_million [1+2]; cost_at_sla [1+3]; joules_per_token [1+2];
+tp_step_time and per_gpu_throughputs [1+5].
 """
 
 import csv
@@ -27,7 +31,7 @@ from course.grade import grade
 
 pytestmark = pytest.mark.slow
 
-A, B, C, D = "01_two_phases", "02_kv_cache", "03_quantization", "04_crossover"
+A, B, C, D, E = "01_two_phases", "02_kv_cache", "03_quantization", "04_crossover", "05_under_load"
 EXPECTED = {
     # (student, assignment): (score, status, manual points pending)
     # the reference answers; the written answer waits for the instructor
@@ -105,8 +109,28 @@ EXPECTED = {
     ("katherine", D): (0, "ungradable", 0),
     ("olga", D): (20, "graded", 5),  # os._exit in first_longer_prefill's cell: both of its tests [5]
     ("margaret", D): (6, "graded", 5),
+    # 05: 30 autograded points, the written deployment (10) waits for the instructor.
+    ("ada", E): (30, "graded", 10), ("blaise", E): (0, "graded", 0),
+    ("cora", E): (14, "graded", 0),  # predict, step_time, frontier, largest_batch: 2 + 4 + 4 + 4
+    # ms for s in step_time: its step is 1000 times too long and tokens_per_second 1000 times too small [4]; no
+    # other test calls it (tp_step_time is derived on its own): 30 - 4
+    ("dmitri", E): (26, "graded", 10),
+    # GB for GiB in tp_step_time's weight bytes: each GPU's body read shrinks by 10^9 / 2^30, so the TP step
+    # comes out short, outside the 1 % tolerance (6.8 % at batch 1, where the body is all): both TP tests [1 + 5]
+    ("edsger", E): (24, "graded", 10),
+    # forgot K and V in step_time: the cache read halves, 5.38 of the 9.86 ms at batch 64 and 2,149 tokens [4]
+    ("frances", E): (26, "graded", 10),
+    # cost_per_million divides by zero: its tests [3] and cost_at_sla's, which calls it [4]: 30 - 7
+    ("grace", E): (23, "graded", 10),
+    ("hedy", E): (27, "graded", 10),  # the loop stops joules_per_token being defined [3]
+    ("ivan", E): (30, "graded", 10), ("joan", E): (30, "graded", 10), ("linus", E): (30, "graded", 10),
+    ("niklaus", E): (30, "graded", 10),
+    ("katherine", E): (0, "ungradable", 0),
+    ("olga", E): (26, "graded", 10),  # os._exit in largest_batch's cell [4]
+    ("mallory", E): (0, "graded", 0),
+    ("margaret", E): (9, "graded", 10),  # predict [2] + the seven visible tests
 }
-MAXIMA = {A: 40, B: 25, C: 25, D: 25}
+MAXIMA = {A: 40, B: 25, C: 25, D: 25, E: 30}
 
 
 @pytest.fixture(scope="module")
@@ -127,15 +151,15 @@ def test_every_student_gets_the_grade_the_design_implies(graded):
 
 def test_reference_full_marks_and_blank_zero_on_every_cell(graded):
     _, rows = graded
-    for assignment in (A, B, C, D):
+    for assignment in (A, B, C, D, E):
         assert all(score == top for score, top in rows["ada", assignment].cells.values())
         assert all(score == 0 for score, _ in rows["blaise", assignment].cells.values())
-    assert [len(rows["blaise", a].cells) for a in (A, B, C, D)] == [21, 14, 12, 12]
+    assert [len(rows["blaise", a].cells) for a in (A, B, C, D, E)] == [21, 14, 12, 12, 15]
 
 
 def test_reasons_are_recorded(graded):
     _, rows = graded
-    for assignment in (A, B, C, D):
+    for assignment in (A, B, C, D, E):
         assert "not valid JSON" in rows["katherine", assignment].reason
         assert any("did not finish" in f or "stopped its kernel" in f for f in rows["olga", assignment].flags)
         assert any("get_ipython" in f for f in rows["mallory", assignment].flags)
@@ -154,6 +178,8 @@ def test_checker_names_the_mistakes(graded):
     assert ("test_weight_bytes_visible", "GB for GiB") in rows["edsger", A].mistakes
     assert ("test_decode_bytes_hidden", "forgot K and V (or the 2 bytes of an fp16 value)") in rows["frances", A].mistakes
     assert ("test_kv_per_token_visible", "forgot K and V (or the 2 bytes of an fp16 value)") in rows["frances", B].mistakes
+    assert ("test_step_visible", "milliseconds for seconds") in rows["dmitri", E].mistakes
+    assert ("test_tp_hidden", "GB for GiB") in rows["edsger", E].mistakes
 
 
 def test_grades_csv_feedback_and_report(graded):

@@ -1,6 +1,7 @@
 """The assignments' notebooks: structure, points, test-cell hygiene, and what the reference run shows."""
 
 import json
+import math
 import re
 
 import pytest
@@ -10,7 +11,8 @@ from course.build import ASSERTS, HIDDEN, check_source
 from course.nbgrader_run import RELEASE, SOLUTIONS, SOURCE, assignments
 
 ASSIGNMENTS = assignments()
-POINTS = {"01_two_phases": (40, 10), "02_kv_cache": (25, 5), "03_quantization": (25, 5), "04_crossover": (25, 5)}  # (autograded, written) points of each assignment
+POINTS = {"01_two_phases": (40, 10), "02_kv_cache": (25, 5), "03_quantization": (25, 5), "04_crossover": (25, 5),
+          "05_under_load": (30, 10)}  # (autograded, written) points of each assignment
 
 
 def cells(folder, assignment):
@@ -93,6 +95,25 @@ def test_two_phases_quotes_the_library():
     assert f"{rl.request(llama, h100, 2000, 300).decode_share.magnitude:.1%} decoding" in shown
     assert "'T4': 'does not fit'" in shown
     assert "image/png" in json.dumps(cells(SOLUTIONS, "01_two_phases"))  # the roofline figure
+
+
+def test_under_load_quotes_the_library():
+    """05's figures come from the library, and the model answer of the written question matches them."""
+    solved = cells(SOLUTIONS, "05_under_load")
+    shown = "".join(text_of(cell) for cell in solved)
+    llama, h100 = rl.model("Llama-3-8B"), rl.hardware("H100")
+    sla = dict(ttft_limit=rl.Q_(500, "ms"), itl_limit=rl.Q_(50, "ms"))
+    best = rl.best_under_sla(llama, h100, 2000, 300, **sla)
+    assert f"best batch {best.batch}" in shown and f"{best.cost_per_million(rl.example_price(h100)):.2f~P}" in shown
+    assert f"bends at batch {rl.decode_compute_bound_batch(llama, h100, 2149, efficiency='typical')}" in shown
+    brief = rl.best_under_sla("Llama-3-70B", h100, 1500, 250, rl.Q_(1, "s"), rl.Q_(50, "ms"), "fp8", tp=2)
+    pairs = math.ceil(20 / (brief.request_rate.m_as("1/s") * 2))
+    monthly = pairs * 2 * rl.example_price(h100).m_as("USD/h") * 730
+    assert f"fp8, tp=2: batch {brief.batch:3} per copy" in shown and f"${monthly:7,.0f} a month" in shown
+    answer = text(next(c for c in solved if c["id"] == "written_deployment"))
+    assert (pairs, brief.batch) == (4, 64) and f"{round(monthly, -2):,.0f}" in answer  # "about $23,100"
+    assert f"{brief.cost_per_million(rl.example_price(h100)).m_as('USD/Mtok'):.2f}" in answer  # "$1.70"
+    assert "image/png" in json.dumps(solved)  # the frontier figure
 
 
 def text_of(cell):

@@ -108,3 +108,25 @@ def test_crossover_explain_and_figure():
     assert "ttft" in fig.axes[1].get_legend_handles_labels()[1][0].lower()
     box = widgets.crossover_explorer()
     assert [c.description for row in box.children[:2] for c in row.children] == ["model", "GPU", "answer", "context"]
+
+
+def test_load_explain_and_frontier_figure():
+    text = widgets.explain_load("Llama-3-8B", "H100-SXM", "fp16", 1, 2000, 300, 500, 50)
+    # typical efficiency: batch 136 of the 230 whose 2,300-token caches fit, at the example $3.95 an hour
+    assert "best batch 136 of the 230 that fit" in text and "$0.401 per million tokens" in text
+    assert "memory-bound" in text and "J per token" in text
+    assert widgets.explain_load("Llama-3-70B", "H100-SXM", "fp16", 1, 2000, 300, 500, 50).startswith(
+        "Not possible: not one sequence fits")
+    assert "fit on 2 GPUs" in widgets.explain_load("Llama-3-70B", "H100-SXM", "fp16", 2, 2000, 300, 1000, 80)
+    assert widgets.explain_load("Llama-3-8B", "L4", "fp16", 1, 2000, 300, 50, 5).startswith("No batch meets")
+    ax = plots.frontier_figure("Llama-3-8B", ["H100", "A100-80GB", "T4"], 2000, 300, rl.Q_(500, "ms"),
+                               rl.Q_(50, "ms"))
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels[:2] == ["H100-SXM", "A100-80GB"] and labels[2].startswith("T4: not one sequence fits")
+    h100 = ax.get_lines()[0]
+    assert len(h100.get_xdata()) == 230 and np.all(np.diff(h100.get_ydata()) > 0)  # memory ends the line
+    stars = [line for line in ax.get_lines() if line.get_marker() == "*"]
+    assert len(stars) == 2 and stars[0].get_ydata()[0] <= 50
+    box = widgets.load_explorer()
+    assert [c.description for row in box.children[:4] for c in row.children] == [
+        "model", "GPU", "precision", "GPUs (tp)", "prompt", "answer", "TTFT ms", "ITL ms"]

@@ -15,6 +15,13 @@ calibrated on public measurements.
 >>> typical.e2e > r.e2e  # the ideal is a bound that no measurement beats
 True
 
+Under load (:mod:`rooflab.fleet`): continuous batching in steady state, the latency-throughput frontier, the
+best batch under an SLA, dollars per million tokens, joules per token and tensor parallelism.
+
+>>> best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, itl_limit=rl.Q_(50, "ms"))
+>>> best.batch, round(best.cost_per_million(rl.example_price("H100")).m_as("USD/Mtok"), 2)
+(136, 0.4)
+
 Plots and widgets live in ``rooflab.plots`` and ``rooflab.widgets``, imported
 on demand so that ``import rooflab`` stays light.
 """
@@ -26,6 +33,21 @@ from .models import ContextTooLong, Model, model, MODELS
 from .roofline import Cost, roofline
 from .efficiency import Efficiency, efficiency, PRESETS
 from .serving import DoesNotFit, MemoryBudget, Request, decode_step, memory_budget, prefill, request
+from .fleet import (
+    SLAUnmet,
+    SteadyState,
+    Workload,
+    best_under_sla,
+    cost_per_million_tokens,
+    energy_per_token,
+    example_price,
+    example_prices,
+    frontier,
+    max_concurrency,
+    steady_state,
+    tensor_parallel_step,
+    workload,
+)
 from .crossover import (
     Crossing,
     attention_crossover_len,
@@ -48,4 +70,7 @@ __all__ = [
     "DoesNotFit", "MemoryBudget", "Request", "decode_step", "memory_budget", "prefill", "request",
     "Crossing", "attention_crossover_len", "attention_share", "balanced_output_len",
     "decode_compute_bound_batch", "prefill_compute_bound_len", "ttft_exceeds_decode_len",
+    "SLAUnmet", "SteadyState", "Workload", "best_under_sla", "cost_per_million_tokens", "energy_per_token",
+    "example_price", "example_prices", "frontier", "max_concurrency", "steady_state", "tensor_parallel_step",
+    "workload",
 ]

@@ -9,8 +9,17 @@ efficiency; :func:`calibrate` finds the MFU, MBU and per-pass overhead that
 minimise the squared log error over the table (a multiplicative error, so
 fast and slow rows weigh alike), by a coordinate search on a shrinking grid.
 
+``data/throughput_at_load.csv`` holds throughput *under load*: in-flight
+(continuous) batching at maximum load, from TensorRT-LLM's performance
+overview (v0.12.0 and v1.0).  :func:`predict_load` gives the library's
+steady-state figure for a row (:mod:`rooflab.fleet`) at the row's concurrency,
+or at the most sequences that fit when the source does not say.
+
 >>> rows = measurements()
 >>> len(rows) >= 15 and all(ideal_ratio(r) <= 1 for r in rows)  # the ideal is a bound
+True
+>>> at_load = load_measurements()
+>>> len(at_load) >= 40 and all(predict_load(r, "ideal") >= r.value for r in at_load)  # a bound under load too
 True
 """
 
@@ -24,12 +33,16 @@ from functools import lru_cache
 from pathlib import Path
 
 from .efficiency import Efficiency, PRESETS
+from .fleet import max_concurrency, steady_state
 from .serving import request
 
-__all__ = ["Measurement", "measurements", "predict", "ideal_ratio", "calibrate", "median_error", "DATA"]
+__all__ = ["Measurement", "measurements", "predict", "ideal_ratio", "calibrate", "median_error", "DATA",
+           "LoadMeasurement", "load_measurements", "predict_load", "LOAD_DATA"]
 
 #: The shipped table of public measurements.
 DATA = Path(__file__).resolve().parent / "data" / "measurements.csv"
+#: The shipped table of throughput under load (continuous batching at maximum load).
+LOAD_DATA = Path(__file__).resolve().parent / "data" / "throughput_at_load.csv"
 _METRICS = {"ttft": "ms", "output_throughput": "token/s"}
 
 
@@ -122,3 +135,59 @@ def calibrate(rows=None, rounds: int = 6) -> Efficiency:
             span[name] /= 2
     return Efficiency("typical", round(best["mfu"], 2), round(best["mbu"], 2), round(best["overhead_si"], 5),
                       source=PRESETS["typical"].source)
+
+
+@dataclass(frozen=True)
+class LoadMeasurement:
+    """One published throughput under load: total output token/s of ``tp`` GPUs serving fixed-length requests."""
+
+    model: str
+    device: str
+    precision: str
+    tp: int
+    prompt_len: int
+    output_len: int
+    concurrency: int | None  # sequences in flight; None where the source gives only "maximum load"
+    metric: str
+    value: float
+    unit: str
+    engine: str
+    source_title: str
+    source_url: str
+    source_date: str
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if self.metric != "output_throughput" or self.unit != "token/s":
+            raise ValueError(f"a load measurement is an output_throughput in token/s, got {self.metric} in {self.unit}")
+        if not (self.value > 0 and self.source_url.startswith("https://")):
+            raise ValueError(f"a measurement needs a positive value and a source URL, got {self}")
+
+
+@lru_cache(maxsize=4)
+def load_measurements(path: str | Path = LOAD_DATA) -> tuple[LoadMeasurement, ...]:
+    """Return the rows of a throughput-under-load CSV file (the shipped table by default)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    ints = ("tp", "prompt_len", "output_len")
+    out = []
+    for row in rows:
+        fields = {k: int(v) if k in ints else float(v) if k == "value" else v for k, v in row.items()}
+        fields["concurrency"] = int(row["concurrency"]) if row["concurrency"] else None
+        out.append(LoadMeasurement(**fields))
+    return tuple(out)
+
+
+def load_batch(row: LoadMeasurement) -> int:
+    """The concurrency a row ran at, or the most sequences that fit (caches at prompt + answer) when unpublished."""
+    if row.concurrency is not None:
+        return row.concurrency
+    return max_concurrency(row.model, row.device, row.prompt_len, row.output_len, row.precision, row.tp)
+
+
+def predict_load(row: LoadMeasurement, efficiency: str | Efficiency = "typical", prefill: str = "separate") -> float:
+    """Return the library's total output token/s for ``row``: the steady state of ``row.tp`` GPUs at
+    :func:`load_batch` sequences (the whole group, as the sources report it)."""
+    s = steady_state(row.model, row.device, row.prompt_len, row.output_len, load_batch(row), row.precision,
+                     row.tp, prefill=prefill, efficiency=efficiency)
+    return s.throughput_si

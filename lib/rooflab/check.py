@@ -243,9 +243,9 @@ def _disabled(*args, **kwargs):
 def library_answers() -> list:
     """The library functions that compute what the derivation exercises ask for."""
     # By module path: the package attribute `roofline` is the function, not the module.
-    calibration, crossover, models, precision, roofline, serving = (
+    calibration, crossover, fleet, models, precision, roofline, serving = (
         importlib.import_module(f"{__package__}.{name}")
-        for name in ("calibration", "crossover", "models", "precision", "roofline", "serving")
+        for name in ("calibration", "crossover", "fleet", "models", "precision", "roofline", "serving")
     )
     return [
         serving.prefill, serving.decode_step, serving.request, serving._prefill_si, serving._decode_si,
@@ -258,6 +258,9 @@ def library_answers() -> list:
         crossover.attention_share, crossover.attention_crossover_len, crossover.balanced_output_len,
         crossover.decode_compute_bound_batch, crossover.prefill_compute_bound_len, crossover.ttft_exceeds_decode_len,
         calibration.predict, calibration.ideal_ratio,
+        fleet.steady_state, fleet.frontier, fleet.best_under_sla, fleet.tensor_parallel_step,
+        fleet.cost_per_million_tokens, fleet.energy_per_token, fleet._pass_si, fleet._steady_si,
+        fleet.SteadyState.cost_per_million, fleet.SteadyState.energy_per_token,
     ]
 
 

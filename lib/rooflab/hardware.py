@@ -6,12 +6,18 @@ Bandwidths are decimal, as datasheets write them (3.35 TB/s = 3.35e12 B/s).
 Memory capacity is what the device reports, not the marketing label: HBM is
 built in binary sizes, and an "80GB" H100 reports 81,559 MiB in nvidia-smi,
 which is 85.5 GB (79.6 GiB).  The label is kept as ``memory_label``.
+The GPU-to-GPU link (``interconnect``: NVLink, PCIe, Infinity Fabric, ICI) is
+the per-GPU figure of the same datasheet, both directions together (900 GB/s
+for an H100 SXM's NVLink 4, so 450 GB/s each way); tensor parallelism
+(:mod:`rooflab.fleet`) sends its all-reduces over it.
 
 >>> h100 = hardware("H100")
 >>> h100.name, round(h100.ridge_point("fp16").magnitude)
 ('H100-SXM', 295)
 >>> h100.memory_label, h100.memory_capacity.to("MiB"), round(h100.memory_capacity.m_as("GB"), 1)
 ('80GB', <Quantity(81559.0, 'mebibyte')>, 85.5)
+>>> h100.interconnect, h100.interconnect_bandwidth, hardware("L40S").interconnect
+('NVLink 4', <Quantity(900.0, 'gigabyte / second')>, 'PCIe Gen4 x16')
 """
 
 from __future__ import annotations
@@ -48,6 +54,9 @@ class Hardware:
     notes: str = field(default="", repr=False)
     memory_label: str = field(default="", repr=False)  # the marketing name, e.g. "80GB"
     capacity_source: str = field(default="", repr=False)  # where the reported total comes from
+    interconnect: str = field(default="", repr=False)  # GPU-to-GPU link, e.g. "NVLink 4"
+    interconnect_bandwidth_si: float | None = field(default=None, repr=False)  # B/s, both directions, per GPU
+    interconnect_links: int | None = field(default=None, repr=False)  # point-to-point links (a mesh); None: switched
 
     @property
     def memory_bandwidth(self) -> pint.Quantity:
@@ -63,6 +72,27 @@ class Hardware:
     def power(self) -> pint.Quantity | None:
         """Board power (TDP), W, or None where it is not published."""
         return None if self.power_si is None else quantity(self.power_si, "power")
+
+    @property
+    def interconnect_bandwidth(self) -> pint.Quantity | None:
+        """GPU-to-GPU bandwidth per GPU as the datasheet quotes it (both directions together), GB/s."""
+        if self.interconnect_bandwidth_si is None:
+            return None
+        return quantity(self.interconnect_bandwidth_si, "bandwidth").to("GB/s")
+
+    def link_bandwidth_si(self, gpus: int) -> float:
+        """Bandwidth one GPU sends at (one direction) within a group of ``gpus``, B/s (float).
+
+        Half the datasheet's two-way figure; on a mesh of point-to-point links (MI300X's seven Infinity
+        Fabric links) a group of N reaches only N - 1 of them.  Raises if the device has no such link.
+        """
+        if self.interconnect_bandwidth_si is None:
+            raise ValueError(f"{self.name} has no GPU-to-GPU interconnect in the catalogue, so it cannot run "
+                             f"tensor parallel here; use tp=1")
+        one_way = self.interconnect_bandwidth_si / 2
+        if self.interconnect_links:
+            one_way *= min(gpus - 1, self.interconnect_links) / self.interconnect_links
+        return one_way
 
     @property
     def precisions(self) -> tuple[str, ...]:
@@ -105,8 +135,10 @@ def _device(
     source: str,
     aliases: tuple[str, ...] = (),
     notes: str = "",
+    link: tuple[str, float, int | None] | None = None,
 ) -> Hardware:
     capacity_bytes, label, capacity_source = capacity
+    link_name, link_gb_s, links = link or ("", None, None)
     return Hardware(
         name=name,
         peak_flops_si={k: v * _TERA for k, v in tflops.items()},
@@ -118,6 +150,9 @@ def _device(
         notes=notes,
         memory_label=label,
         capacity_source=capacity_source,
+        interconnect=link_name,
+        interconnect_bandwidth_si=None if link_gb_s is None else link_gb_s * 1e9,
+        interconnect_links=links,
     )
 
 
@@ -134,6 +169,7 @@ _CATALOGUE = [
         "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
         aliases=("A100-SXM-40GB",),
         notes="SXM4 module; A100 datasheet, dense figures (sparse ones are twice these).",
+        link=("NVLink 3", 600, None),  # NVLink 3: 600 GB/s per GPU (datasheet, SXM4).
     ),
     _device(
         "A100-80GB",
@@ -142,6 +178,7 @@ _CATALOGUE = [
         "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
         aliases=("A100", "A100-SXM", "A100-SXM-80GB"),
         notes="SXM4 module with HBM2e; A100 datasheet, dense figures.",
+        link=("NVLink 3", 600, None),  # NVLink 3: 600 GB/s per GPU (datasheet, SXM4).
     ),
     _device(
         "H100-SXM",
@@ -152,6 +189,7 @@ _CATALOGUE = [
         "https://www.nvidia.com/en-us/data-center/h100/",
         aliases=("H100", "H100-SXM5", "H100-80GB"),
         notes="H100 SXM5 datasheet; the page quotes sparse tensor rates, halved here. No INT4 tensor cores.",
+        link=("NVLink 4", 900, None),  # NVLink 4: 900 GB/s per GPU (datasheet; PCIe Gen5 128 GB/s to the host).
     ),
     _device(
         "H100-PCIe",
@@ -161,6 +199,7 @@ _CATALOGUE = [
                "text search of public repositories; no stable URL recorded). One log showed 81,920 MiB."), 350,
         "https://www.nvidia.com/en-us/data-center/h100/",
         notes="H100 PCIe datasheet column, dense figures.",
+        link=("PCIe Gen5 x16", 128, None),  # PCIe Gen5 x16: 128 GB/s (datasheet); an NVLink bridge joins a pair at 600 GB/s.
     ),
     _device(
         "H200",
@@ -171,6 +210,7 @@ _CATALOGUE = [
         "https://www.nvidia.com/en-us/data-center/h200/",
         aliases=("H200-SXM",),
         notes="Same GH100 compute as the H100 SXM; HBM3e raises bandwidth and capacity.",
+        link=("NVLink 4", 900, None),  # NVLink 4: 900 GB/s per GPU (datasheet).
     ),
     _device(
         "B200",
@@ -181,6 +221,7 @@ _CATALOGUE = [
         "https://www.nvidia.com/en-us/data-center/hgx/",
         aliases=("HGX-B200",),
         notes="One GPU of an HGX B200 board (1,000 W configuration), dense figures.",
+        link=("NVLink 5", 1800, None),  # NVLink 5: 1.8 TB/s per GPU (HGX page).
     ),
     _device(
         "L4",
@@ -188,6 +229,7 @@ _CATALOGUE = [
         0.300, (23034 * _MIB, "24GB", f"nvidia-smi total 23,034 MiB; {_MODAL}"), 72,
         "https://www.nvidia.com/en-us/data-center/l4/",
         notes="L4 datasheet; its tensor rates are quoted with sparsity, halved here.",
+        link=("PCIe Gen4 x16", 64, None),  # PCIe Gen4 x16: 64 GB/s (datasheet); no NVLink.
     ),
     _device(
         "T4",
@@ -195,6 +237,7 @@ _CATALOGUE = [
         0.320, (15360 * _MIB, "16GB", f"nvidia-smi total 15,360 MiB; {_MODAL}"), 70,
         "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
         notes="Turing: FP16 mixed-precision tensor cores, no BF16, TF32 or FP8.",
+        link=("PCIe Gen3 x16", 32, None),  # PCIe Gen3 x16: 32 GB/s (datasheet); no NVLink.
     ),
     _device(
         "L40S",
@@ -202,6 +245,7 @@ _CATALOGUE = [
         0.864, (46068 * _MIB, "48GB", f"nvidia-smi total 46,068 MiB; {_MODAL}"), 350,
         "https://www.nvidia.com/en-us/data-center/l40s/",
         notes="L40S datasheet, dense figures (the page lists sparse ones too).",
+        link=("PCIe Gen4 x16", 64, None),  # PCIe Gen4 x16: 64 GB/s both directions (datasheet); no NVLink.
     ),
     _device(
         "MI300X",
@@ -212,6 +256,7 @@ _CATALOGUE = [
         "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html",
         aliases=("AMD-MI300X",),
         notes="AMD Instinct MI300X datasheet, dense matrix figures.",
+        link=("Infinity Fabric", 896, 7),  # Seven Infinity Fabric links of 128 GB/s each (product page): 896 GB/s in all, one link to each peer of an 8-GPU platform.
     ),
     _device(
         "TPU-v5e",
@@ -222,6 +267,7 @@ _CATALOGUE = [
         "https://cloud.google.com/tpu/docs/v5e",
         aliases=("TPUv5e", "v5e"),
         notes="One Cloud TPU v5e chip. Google publishes no per-chip power figure.",
+        link=("ICI", 200, None),  # Inter-chip interconnect 1,600 Gbps = 200 GB/s per chip (v5e page).
     ),
 ]
 

@@ -17,7 +17,7 @@ from .precision import Precision
 from .serving import Request, decode_step, memory_budget, prefill, request
 
 __all__ = ["roofline_figure", "phase_bars", "memory_figure", "batching_figure", "quantization_figure",
-           "crossover_figure"]
+           "crossover_figure", "frontier_figure"]
 
 _COLOURS = {"compute": "#C44E52", "memory": "#4C72B0"}
 _GREY = "#AAAAAA"
@@ -286,6 +286,60 @@ def crossover_figure(model: Model | str, device: Hardware | str, output_lens=(64
     fig.suptitle(f"{name} on the {_hardware(device).name}: where the binding resource changes", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def frontier_figure(model: Model | str, configs, prompt_len, output_len, ttft_limit=None, itl_limit=None,
+                    efficiency: str = "typical", ax=None):
+    """The latency-throughput frontier of each configuration: ITL against output tokens/s per GPU, one point per
+    batch from 1 to the most that fits (memory ends each line).
+
+    ``configs`` are device names or (device, precision, tp) tuples.  On each line a circle marks where the
+    decode step's weight matmuls turn compute-bound (the bend) and a star the best point under the SLA, whose
+    ITL target is a dashed line.  A configuration that does not fit, or meets no target, says so in the legend.
+    Returns the Axes.
+    """
+    from .fleet import SLAUnmet, best_under_sla, frontier
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 4.5))
+    for config in configs:
+        device, precision, tp = (config, "fp16", 1) if isinstance(config, str) else config
+        label = _hardware(device).name + (f", {precision}" if precision != "fp16" else "") + (f", tp={tp}" if tp > 1 else "")
+        try:
+            f = frontier(model, device, prompt_len, output_len, precision=precision, tp=tp, efficiency=efficiency)
+        except ValueError as error:  # does not fit, no such precision, too long for the model
+            ax.plot([], [], " ", label=f"{label}: {str(error).split(':')[0]}")
+            continue
+        x, y = f.output_throughput.m_as("token/s"), f.itl.m_as("ms")
+        line, = ax.plot(x, y, label=label)
+        bent = np.flatnonzero(np.asarray(f.bound) == "compute")
+        if bent.size:
+            ax.plot(x[bent[0]], y[bent[0]], "o", color=line.get_color(), mfc="none")
+            ax.annotate(f"bends at {int(f.batch[bent[0]])}", (x[bent[0]], y[bent[0]]), xytext=(-4, 6),
+                        textcoords="offset points", fontsize=7, ha="right", color=line.get_color())
+        if ttft_limit is not None or itl_limit is not None:
+            try:
+                best = best_under_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision, tp,
+                                      efficiency=efficiency)
+            except SLAUnmet:
+                line.set_label(f"{label} (meets no target)")
+                continue
+            ax.plot(best.output_throughput.m_as("token/s"), best.itl.m_as("ms"), "*", ms=12, color=line.get_color())
+            ax.annotate(f"batch {best.batch}", (best.output_throughput.m_as("token/s"), best.itl.m_as("ms")),
+                        xytext=(5, -10), textcoords="offset points", fontsize=7, color=line.get_color())
+    if itl_limit is not None:
+        ax.axhline(itl_limit.m_as("ms"), color="grey", ls="--", lw=1, label=f"ITL target {itl_limit.m_as('ms'):g} ms")
+    name = model if isinstance(model, str) else model.name
+    ax.set_xlabel("output tokens per second per GPU")
+    ax.set_ylabel("ITL, ms")
+    ax.set_title(f"{name}, {_shown_lengths(prompt_len)} in / {_shown_lengths(output_len)} out, {efficiency}: "
+                 f"circle = the bend, star = best under the SLA", fontsize=9)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def _shown_lengths(value) -> str:
+    return f"{value:,}" if isinstance(value, int) else "mixed"
 
 
 def _step_weight_bytes(m: Model, precision: Precision) -> float:

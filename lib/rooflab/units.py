@@ -3,7 +3,7 @@
 pint's stock definitions leave ``bit`` and ``byte`` dimensionless, so out of
 the box GB/s converts to Hz and ``Q_(4, "byte") == 32`` holds.  This registry
 is built from ``units.txt`` beside this file: time, information, computation
-(FLOPs), text (tokens) and the few units derived from them (W, J, Hz), with
+(FLOPs), text (tokens), money (USD) and the few units derived from them (W, J, Hz), with
 decimal and binary prefixes.  Bytes, FLOPs and tokens each have a dimension of
 their own, so mixing them raises ``pint.DimensionalityError`` instead of
 producing a wrong number, and ``Gb`` is a gigabit.
@@ -45,6 +45,12 @@ SI_UNITS = {
     "tokens": "token",
     "token_rate": "token/s",
     "bytes_per_token": "B/token",
+    "energy": "J",
+    "energy_per_token": "J/token",
+    "money": "USD",
+    "price_rate": "USD/s",
+    "cost_per_token": "USD/token",
+    "request_rate": "1/s",
     "dimensionless": "",
 }
 
@@ -62,6 +68,12 @@ _EXAMPLE = {
     "tokens": "token",
     "token_rate": "token/s",
     "bytes_per_token": "KiB/token",
+    "energy": "J",
+    "energy_per_token": "J/token",
+    "money": "USD",
+    "price_rate": "USD/h",
+    "cost_per_token": "USD/Mtok",
+    "request_rate": "1/s",
     "dimensionless": "",
 }
 

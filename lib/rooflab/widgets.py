@@ -18,7 +18,7 @@ from .precision import Precision
 from .serving import DoesNotFit, decode_step, memory_budget, prefill, request
 
 __all__ = ["serving_explorer", "explain", "memory_explorer", "explain_memory", "precision_explorer",
-           "crossover_explorer", "explain_crossovers"]
+           "crossover_explorer", "explain_crossovers", "load_explorer", "explain_load"]
 
 
 def explain(model: str, device: str, precision: str, prompt_len: int, output_len: int, batch: int):
@@ -176,6 +176,63 @@ def crossover_explorer(devices: tuple[str, ...] = ("L4", "A100-80GB", "H100-SXM"
             _show()
 
     return _explorer([[model, device], [output, context]], render)
+
+
+def explain_load(model: str, device: str, precision: str, tp: int, prompt_len: int, output_len: int,
+                 ttft_limit_ms: float, itl_limit_ms: float) -> str:
+    """The best operating point under an SLA (typical efficiency) in three lines: the batch and its latencies,
+    throughput, cost at the example price and energy, and what binds; or why there is none."""
+    from .fleet import SLAUnmet, best_under_sla, example_price
+    from .units import Q_
+
+    try:
+        best = best_under_sla(model, device, prompt_len, output_len, Q_(ttft_limit_ms, "ms"), Q_(itl_limit_ms, "ms"),
+                              precision, tp)
+    except SLAUnmet as error:
+        return f"No batch meets the targets: {str(error).split(': ', 1)[1]}"
+    except ValueError as error:  # does not fit, no such precision, too long for the model
+        return f"Not possible: {error}"
+    gpus = f"{tp} GPUs" if tp > 1 else "one GPU"
+    try:
+        price = example_price(device)
+        cost = (f"${_three(best.cost_per_million(price).m_as('USD/Mtok'))} per million tokens at "
+                f"${price.m_as('USD/h'):.2f} per GPU-hour (an example price)")
+    except KeyError:
+        cost = "no example price for this GPU"
+    energy = (f"at most {_three(best.energy_per_token.m_as('J/token'))} J per token" if best.power_si else
+              "no published board power")
+    return "\n".join([
+        f"best batch {best.batch:,} of the {best.max_batch:,} that fit on {gpus}: ITL {_three(best.itl.m_as('ms'))} ms, "
+        f"TTFT {_three(best.ttft.m_as('ms'))} ms",
+        f"{_three(best.output_throughput.m_as('token/s'))} tokens/s per GPU "
+        f"({_three(best.per_request_throughput.m_as('token/s'))} per user); {cost}; {energy}",
+        f"the decode step's weight matmuls are {best.bound}-bound at this batch",
+    ])
+
+
+def load_explorer(devices: tuple[str, ...] = ("L4", "L40S", "A100-80GB", "H100-SXM", "H200", "B200", "MI300X")):
+    """Model, GPU, precision, tensor parallelism, workload and SLA: the best operating point and the frontier."""
+    model = w.Dropdown(options=["Llama-3-8B", "Llama-3.1-8B", "Mistral-7B", "Llama-3-70B", "Llama-3.1-70B"],
+                       value="Llama-3-8B", description="model")
+    device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
+    precision = w.Dropdown(options=["fp16", "fp8"], value="fp16", description="precision")
+    tp = w.Dropdown(options=[1, 2, 4, 8], value=1, description="GPUs (tp)")
+    prompt = w.IntSlider(value=2000, min=16, max=6000, step=16, description="prompt", continuous_update=False)
+    output = w.IntSlider(value=300, min=2, max=2000, step=2, description="answer", continuous_update=False)
+    ttft = w.IntSlider(value=500, min=20, max=5000, step=20, description="TTFT ms", continuous_update=False)
+    itl = w.IntSlider(value=50, min=5, max=200, step=1, description="ITL ms", continuous_update=False)
+
+    def render():
+        print(explain_load(model.value, device.value, precision.value, tp.value, prompt.value, output.value,
+                           ttft.value, itl.value))
+        figure = Figure(figsize=(7.5, 4.2))
+        ax = figure.subplots()
+        from .units import Q_
+        plots.frontier_figure(model.value, [(device.value, precision.value, tp.value)], prompt.value, output.value,
+                              Q_(ttft.value, "ms"), Q_(itl.value, "ms"), ax=ax)
+        _show(figure)
+
+    return _explorer([[model, device], [precision, tp], [prompt, output], [ttft, itl]], render)
 
 
 def _show(figure: Figure | None = None) -> None:

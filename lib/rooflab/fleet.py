@@ -1,0 +1,696 @@
+"""A service under load: continuous batching in steady state, the latency-throughput frontier, cost, energy
+and tensor parallelism.
+
+The model (steady-state continuous batching).  ``batch`` = B sequences are
+decoding at any time; each engine step makes one token for each of them.  A
+request of P prompt and O answer tokens gets its first token from its prefill
+and the other O - 1 from decode steps, so it holds a slot for O - 1 steps and
+k = B / (O - 1) requests finish, and as many start, per step.  Steps are priced
+with the per-operation roofline of :mod:`rooflab.serving` (body, attention,
+head, each max(FLOPs / (peak x MFU), bytes / (bandwidth x MBU)), plus the
+per-pass overhead), the decode attention at the *average* context a slot sees,
+P + (O - 2) / 2 (averaged over slots, so long answers weigh more).  Prefill
+runs one of two ways:
+
+- ``prefill="separate"`` (prefill passes between decode steps, as vLLM's first
+  scheduler did): the prompts that arrive during a step are prefilled together
+  in one pass of g = max(1, k) prompts, so an iteration takes
+  T = decode step + (k / g) x prefill pass;
+- ``prefill="chunked"`` (Sarathi, vLLM V1, SGLang): each step carries the B
+  decode tokens and k prompts' worth of prefill tokens in one pass (one
+  overhead), T = that pass.
+
+Then, for the group of ``tp`` GPUs: ITL = T, output tokens per step = B + k,
+throughput = (B + k) / T token/s, requests/s = k / T, TTFT = the prefill pass
+that carries the request plus half an iteration of waiting for the step under
+way (chunked: half a step plus ceil(P / chunk) steps).  No queueing: the load is
+exactly B sequences.  Per GPU, divide by ``tp``.
+
+Memory caps B: weights / tp + B x (max P + max O) x KV bytes per token / tp
+(the caches at the workload's longest context, as an engine that reserves them
+must) + the reserve must fit in what the device reports.
+
+Tensor parallelism over N = ``tp`` GPUs: every operation's FLOPs and bytes are
+split N ways (KV heads too, replicated once N exceeds them), and each layer
+adds two all-reduces of tokens x d_model 16-bit activations, a ring costing
+2 (N - 1) / N x message / one-way link bandwidth each, plus a latency per
+all-reduce (0 ideal; 6 us typical, NCCL on an HGX H100 with CUDA graphs,
+NVIDIA/nccl issue #1259).  Communication is not overlapped with compute.
+
+Efficiency is ``"typical"`` by default here (decisions are made on typical);
+``"ideal"`` gives the bound no measurement beats.  Cost per million output
+tokens = price per GPU-hour x GPUs / (3600 x tokens/s / 1e6); energy per token
+<= board power x GPUs x step time / tokens per step (a bound: the board draws
+at most its power).
+
+>>> import rooflab as rl
+>>> s = rl.steady_state("Llama-3-8B", "H100", prompt_len=2000, output_len=300, batch=64, efficiency="ideal")
+>>> round(s.itl.m_as("ms"), 1), round(s.output_throughput.m_as("token/s"))  # the step 9.5 ms + 0.21 prefills
+(16.2, 3964)
+>>> round(s.cost_per_million(rl.Q_(3.95, "USD/h")).m_as("USD/Mtok"), 3), round(s.energy_per_token.m_as("J/token"), 3)
+(0.277, 0.177)
+>>> best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, ttft_limit=rl.Q_(500, "ms"), itl_limit=rl.Q_(50, "ms"))
+>>> best.batch, round(best.itl.m_as("ms"), 1), best.bound  # typical efficiency, still below the bend
+(136, 49.9, 'memory')
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+import numpy as np
+import pint
+
+from .efficiency import Efficiency, efficiency as _efficiency
+from .hardware import Hardware
+from .models import Model
+from .precision import Precision
+from .roofline import Cost, combine
+from .serving import DoesNotFit, _Setup, _body_bytes, _part, _setup
+from .units import Q_, quantity, rounded, to_si
+from .validation import fraction, lengths
+
+__all__ = [
+    "Workload", "workload", "SteadyState", "steady_state", "frontier", "best_under_sla", "max_concurrency",
+    "ParallelStep", "tensor_parallel_step", "cost_per_million_tokens", "energy_per_token", "Price",
+    "example_prices", "example_price", "SLAUnmet", "TYPICAL_ALLREDUCE_LATENCY", "PRICES",
+]
+
+#: Latency of one all-reduce under "typical" efficiency: about 6 us between two H100s of an HGX board with CUDA
+#: graphs (NVIDIA/nccl issue #1259, https://github.com/NVIDIA/nccl/issues/1259, 2024).  "ideal" uses 0.
+_TYPICAL_LATENCY_SI = 6.0e-6
+TYPICAL_ALLREDUCE_LATENCY = Q_(_TYPICAL_LATENCY_SI * 1e6, "us")
+_ACTIVATION_BYTES = 2.0  # 16-bit activations cross the link
+_MODES = ("separate", "chunked")
+
+
+class SLAUnmet(ValueError):
+    """No batch meets the latency targets (or none fits)."""
+
+
+# -- the workload --------------------------------------------------------------------------------------------
+
+def _distribution(value, name: str, minimum: int) -> tuple[np.ndarray, np.ndarray]:
+    """Lengths and their probabilities from a number, a list of samples or a {length: weight} mapping."""
+    if isinstance(value, dict):
+        if not value:
+            raise ValueError(f"{name} must not be an empty mapping")
+        keys = lengths(np.asarray(list(value)), name, minimum)
+        weights = np.asarray([_weight(w, name) for w in value.values()], dtype=float)
+    else:
+        keys = lengths(value, name, minimum)
+        if np.ndim(keys) == 0:
+            return np.asarray([int(keys)]), np.ones(1)
+        if np.ndim(keys) != 1 or np.size(keys) == 0:
+            raise ValueError(f"{name} must be a number, a flat list of lengths or a {{length: weight}} mapping")
+        weights = np.ones(np.size(keys))
+    keys = np.asarray(keys, dtype=np.int64)
+    return keys, weights / weights.sum()
+
+
+def _weight(weight, name: str) -> float:
+    if isinstance(weight, bool) or not isinstance(weight, (int, float, np.number)) or not weight > 0:
+        raise ValueError(f"{name}: every weight of a {{length: weight}} mapping must be a positive number, "
+                         f"got {weight!r}")
+    return float(weight)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Prompt and answer lengths, each a small distribution (independent of each other).
+
+    ``prompt_lens`` and ``output_lens`` with their probabilities; the properties give what the steady state needs.
+    """
+
+    prompt_lens: tuple[int, ...]
+    prompt_weights: tuple[float, ...]
+    output_lens: tuple[int, ...]
+    output_weights: tuple[float, ...]
+
+    def _p(self):
+        return np.asarray(self.prompt_lens, dtype=float), np.asarray(self.prompt_weights)
+
+    def _o(self):
+        return np.asarray(self.output_lens, dtype=float), np.asarray(self.output_weights)
+
+    @cached_property
+    def mean_prompt_len(self) -> float:
+        """E[P], tokens."""
+        p, w = self._p()
+        return float(p @ w)
+
+    @cached_property
+    def mean_prompt_len_squared(self) -> float:
+        """E[P^2], tokens^2 (causal attention of a prompt grows as its square)."""
+        p, w = self._p()
+        return float((p * p) @ w)
+
+    @cached_property
+    def mean_output_len(self) -> float:
+        """E[O], tokens per request."""
+        o, w = self._o()
+        return float(o @ w)
+
+    @cached_property
+    def decode_steps(self) -> float:
+        """E[O - 1]: decode steps a request holds a slot for (its first token comes from the prefill)."""
+        return self.mean_output_len - 1.0
+
+    @cached_property
+    def decode_context(self) -> float:
+        """Mean context of a decoding slot, tokens: E[P] + E[(O - 1)(O - 2)] / (2 E[O - 1]).
+
+        The k-th decode step of a request (k = 1 .. O - 1) attends over P + k - 1 tokens; slots are weighted
+        by the steps they last.  For fixed lengths, P + (O - 2) / 2.
+        """
+        o, w = self._o()
+        return self.mean_prompt_len + float(((o - 1) * (o - 2)) @ w) / (2.0 * self.decode_steps)
+
+    @cached_property
+    def tokens_held(self) -> int:
+        """Cache a slot must be able to hold: longest prompt + longest answer, tokens."""
+        return int(max(self.prompt_lens) + max(self.output_lens))
+
+    @cached_property
+    def longest_context(self) -> int:
+        """Longest context a request reaches: max P + max O - 1 (the last token is never fed back)."""
+        return self.tokens_held - 1
+
+    def prefill_steps(self, chunk: int | None) -> float:
+        """E[ceil(P / chunk)]: steps a chunked prefill spreads a prompt over (1 without a chunk limit)."""
+        if chunk is None:
+            return 1.0
+        p, w = self._p()
+        return float(np.ceil(p / chunk) @ w)
+
+    def __repr__(self) -> str:
+        return (f"Workload(prompt_len={_shown(self.prompt_lens, self.prompt_weights)}, "
+                f"output_len={_shown(self.output_lens, self.output_weights)})")
+
+
+def _shown(values, weights) -> str:
+    if len(values) == 1:
+        return str(values[0])
+    return "{" + ", ".join(f"{v}: {w:.3g}" for v, w in zip(values, weights)) + "}"
+
+
+def workload(prompt_len, output_len) -> Workload:
+    """Return a Workload.  Each length is a whole number, a list of sample lengths (equally likely) or a
+    mapping {length: weight} (weights need not sum to 1).  Answers need at least 2 tokens (one decode step).
+
+    >>> w = workload({100: 3, 1000: 1}, 200)
+    >>> w.mean_prompt_len, w.decode_context, w.tokens_held
+    (325.0, 424.0, 1200)
+    """
+    if type(prompt_len) is int and type(output_len) is int:
+        return _fixed(prompt_len, output_len)
+    p, pw = _distribution(prompt_len, "prompt_len", 1)
+    o, ow = _distribution(output_len, "output_len", 2)
+    return Workload(tuple(int(x) for x in p), tuple(float(x) for x in pw),
+                    tuple(int(x) for x in o), tuple(float(x) for x in ow))
+
+
+@lru_cache(maxsize=256)
+def _fixed(prompt_len: int, output_len: int) -> Workload:
+    """A workload of fixed lengths, made once (the common case)."""
+    lengths(prompt_len, "prompt_len")
+    lengths(output_len, "output_len", minimum=2)
+    return Workload((prompt_len,), (1.0,), (output_len,), (1.0,))
+
+
+# -- a group of GPUs and one forward pass -----------------------------------------------------------------
+
+@dataclass(slots=True)
+class _Group:
+    s: _Setup
+    tp: int
+    kv_share: float  # share of each token's K and V one GPU holds
+    link: float  # one-way link bandwidth, B/s (inf when tp == 1)
+    latency: float  # s per all-reduce
+    name: str  # the efficiency preset's name
+
+
+def _group(model, hardware, precision, tp, efficiency, mfu, mbu, overhead, allreduce_latency) -> _Group:
+    s = _setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
+    n = lengths(tp, "tp")
+    if np.ndim(n):
+        raise TypeError("tp must be one whole number of GPUs, not an array")
+    m = s.model
+    kv_share = math.ceil(m.kv_heads / n) / m.kv_heads  # KV heads split N ways, replicated past kv_heads
+    preset = _efficiency(efficiency)
+    if n == 1:
+        latency = 0.0
+    elif allreduce_latency is None:
+        latency = 0.0 if preset.name == "ideal" else _TYPICAL_LATENCY_SI
+    else:
+        latency = to_si(allreduce_latency, "time", "allreduce_latency")
+        if latency < 0:
+            raise ValueError(f"allreduce_latency must not be negative, got {allreduce_latency}")
+    link = math.inf if n == 1 else s.device.link_bandwidth_si(n)
+    return _Group(s, n, kv_share, link, latency if n > 1 else 0.0, preset.name)
+
+
+def _pass_si(g: _Group, decode_seqs, context, prefill_tokens, prefill_sq, prefill_seqs, fits=True):
+    """One forward pass on each GPU of the group: ``decode_seqs`` sequences add a token at ``context``, and
+    ``prefill_tokens`` prompt tokens (``prefill_seqs`` prompts whose squared lengths sum to ``prefill_sq``) are
+    prefilled.  Returns (Cost per GPU, communication time in s)."""
+    s, n, m = g.s, g.tp, g.s.model
+    tokens = decode_seqs + prefill_tokens
+    width = m.layers * m.attention_width
+    parts = {
+        "body": _part(s, 2.0 * m.active_non_embedding_params * tokens / n, _body_bytes(s, tokens) / n, s.peak),
+        "attention": _part(s, (decode_seqs * 4.0 * width * context + prefill_sq * 2.0 * width) / n,
+                           (decode_seqs * (context + 1.0) + prefill_tokens) * s.kv_per_token * g.kv_share, s.peak),
+        "head": _part(s, (decode_seqs + prefill_seqs) * 2.0 * m.d_model * m.vocab / n,
+                      m.vocab * m.d_model * s.embedding_bytes / n, s.head_peak),
+    }
+    cost = combine(parts, s.overhead, fits)
+    if n == 1:
+        return cost, 0.0 * tokens
+    message = tokens * m.d_model * _ACTIVATION_BYTES
+    return cost, 2.0 * m.layers * (g.latency + 2.0 * (n - 1) / n * message / g.link)
+
+
+# -- memory ----------------------------------------------------------------------------------------------
+
+def _room(g: _Group, w: Workload, gpu_memory_utilization: float):
+    """(bytes left for caches on one GPU, cache bytes one slot needs on one GPU, weights per GPU)."""
+    s = g.s
+    capacity = s.device.memory_capacity_si
+    weights = s.model.weight_bytes_si(s.precision) / g.tp
+    per_slot = w.tokens_held * s.kv_per_token * g.kv_share
+    return gpu_memory_utilization * capacity - weights, per_slot, weights
+
+
+def _max_batch(g: _Group, w: Workload, u: float) -> int:
+    room, per_slot, _ = _room(g, w, u)
+    return max(int(math.floor(room / per_slot)), 0)
+
+
+def _weights_message(g: _Group, w: Workload, u: float) -> str:
+    s = g.s
+    _, per_slot, weights = _room(g, w, u)
+    gpus = f" split over tp={g.tp} GPUs" if g.tp > 1 else ""
+    return (f"{s.model.name} ({s.precision}) needs {weights / 1e9:.2f} GB of weights per GPU{gpus}, and each "
+            f"sequence {per_slot / 1e9:.3f} GB of cache for {w.tokens_held:,} tokens; {s.device.name} reports "
+            f"{s.device.memory_capacity_si / 1e9:.2f} GB"
+            + (f", of which {u:.0%} is used" if u < 1 else ""))
+
+
+# -- the steady state --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SteadyState:
+    """An engine serving ``batch`` sequences at once, in steady state (arrays for a sweep over the batch).
+
+    ``*_si`` fields are SI floats or arrays for the whole group of ``tp`` GPUs; the properties give quantities,
+    throughput per GPU unless named otherwise.  ``decode`` is one GPU's decode pass (its ``parts``: body,
+    attention, head), ``prefill`` one GPU's prefill pass (separate mode) or None (chunked, merged in ``decode``).
+    """
+
+    batch: int | np.ndarray
+    tp: int
+    itl_si: float | np.ndarray
+    ttft_si: float | np.ndarray
+    throughput_si: float | np.ndarray  # output token/s of the group
+    request_rate_si: float | np.ndarray  # requests/s of the group
+    tokens_per_step: float | np.ndarray  # B + k
+    decode: Cost = field(repr=False)
+    prefill: Cost | None = field(repr=False)
+    communication_si: float | np.ndarray = field(repr=False)  # s of all-reduces per iteration
+    fits: bool | np.ndarray = True
+    max_batch: int = 0
+    power_si: float | None = field(default=None, repr=False)  # board power of one GPU, W
+    workload: Workload | None = field(default=None, repr=False)
+    mode: str = "separate"
+    efficiency: str = "typical"
+
+    @property
+    def itl(self) -> pint.Quantity:
+        """Inter-token latency at this load: one engine iteration, ms."""
+        return quantity(self.itl_si, "time").to("ms")
+
+    @property
+    def ttft(self) -> pint.Quantity:
+        """Time to first token at this load, ms."""
+        return quantity(self.ttft_si, "time").to("ms")
+
+    @property
+    def output_throughput(self) -> pint.Quantity:
+        """Output tokens per second per GPU: (B + k) / step / tp."""
+        return quantity(self.throughput_si / self.tp, "token_rate")
+
+    @property
+    def group_throughput(self) -> pint.Quantity:
+        """Output tokens per second of the whole group of tp GPUs: (B + k) / step."""
+        return quantity(self.throughput_si, "token_rate")
+
+    @property
+    def per_request_throughput(self) -> pint.Quantity:
+        """Tokens per second one user sees while their answer streams: 1 / ITL (not the GPU's throughput)."""
+        return quantity(1.0 / self.itl_si, "token_rate")
+
+    @property
+    def request_rate(self) -> pint.Quantity:
+        """Requests finished per second per GPU: k / step / tp."""
+        return quantity(self.request_rate_si / self.tp, "request_rate")
+
+    @property
+    def bound(self) -> str | np.ndarray:
+        """What binds the decode step's body (its weight matmuls): "memory" below the bend, "compute" past it."""
+        return self.decode.parts["body"].bound
+
+    @property
+    def energy_per_token(self) -> pint.Quantity:
+        """Upper bound on energy per output token, J/token: board power x tp x step / (B + k)."""
+        if self.power_si is None:
+            raise ValueError("this device has no published board power, so no energy bound can be given")
+        return quantity(self.power_si * self.tp / self.throughput_si, "energy_per_token")
+
+    def cost_per_million(self, price: pint.Quantity) -> pint.Quantity:
+        """Cost of a million output tokens, USD/Mtok, for ``price`` per GPU and unit of time (USD/h or USD/s)."""
+        return cost_per_million_tokens(price, self.output_throughput)
+
+    def meets(self, ttft_limit: pint.Quantity | None = None, itl_limit: pint.Quantity | None = None):
+        """Whether the point fits in memory and meets the targets given (element-wise for sweeps)."""
+        ok = np.asarray(self.fits, dtype=bool)
+        if ttft_limit is not None:
+            ok = ok & (np.asarray(self.ttft_si) <= to_si(ttft_limit, "time", "ttft_limit"))
+        if itl_limit is not None:
+            ok = ok & (np.asarray(self.itl_si) <= to_si(itl_limit, "time", "itl_limit"))
+        return bool(ok) if ok.ndim == 0 else ok
+
+    def at(self, index: int) -> SteadyState:
+        """The point ``index`` of a sweep, as a scalar SteadyState."""
+        def pick(x):
+            return x[index].item() if isinstance(x, np.ndarray) else x
+
+        def cost(c: Cost | None):
+            if c is None:
+                return None
+            parts = {name: cost(part) for name, part in c.parts.items()}
+            return Cost(pick(c.flops_si), pick(c.bytes_si), pick(c.compute_time_si), pick(c.memory_time_si),
+                        pick(c.time_si), pick(c.fits), c.mfu, c.mbu, parts, c.overhead_si)
+
+        return SteadyState(pick(self.batch), self.tp, pick(self.itl_si), pick(self.ttft_si),
+                           pick(self.throughput_si), pick(self.request_rate_si), pick(self.tokens_per_step),
+                           cost(self.decode), cost(self.prefill), pick(self.communication_si), pick(self.fits),
+                           self.max_batch, self.power_si, self.workload, self.mode, self.efficiency)
+
+    def __len__(self) -> int:
+        return int(np.size(self.batch))
+
+    def __repr__(self) -> str:
+        if np.ndim(self.batch) == 0:
+            fits = "" if np.all(self.fits) else ", DOES NOT FIT"
+            tp = f", tp={self.tp}" if self.tp > 1 else ""
+            return (f"SteadyState(batch={self.batch}{tp}, itl={rounded(self.itl):~P}, ttft={rounded(self.ttft):~P}, "
+                    f"output_throughput={rounded(self.output_throughput):~P} per GPU, bound={self.bound!r}{fits})")
+        return f"SteadyState(sweep of {np.size(self.batch)} batches, 1 to {int(np.max(self.batch))})"
+
+
+def steady_state(
+    model: Model | str,
+    hardware: Hardware | str,
+    prompt_len,
+    output_len,
+    batch,
+    precision: str | Precision = "fp16",
+    tp: int = 1,
+    prefill: str = "separate",
+    chunk: int | None = None,
+    gpu_memory_utilization: float = 1.0,
+    efficiency: str | Efficiency = "typical",
+    mfu: float | None = None,
+    mbu: float | None = None,
+    overhead: pint.Quantity | None = None,
+    allreduce_latency: pint.Quantity | None = None,
+    allow_overflow: bool = False,
+) -> SteadyState:
+    """Return the steady state of continuous batching with ``batch`` sequences decoding (an array for a sweep).
+
+    Per iteration of the group: T = decode step of B sequences at the mean context + the prefill of
+    k = B / E[O - 1] prompts (separate: (k / g) x a pass of g = max(1, k) prompts; chunked: merged into the
+    step), plus the all-reduces when tp > 1.  ITL = T; throughput = (B + k) / T token/s; TTFT = the prefill
+    pass + T / 2 (chunked: (E[ceil(P / chunk)] + 1/2) x T).  ``prompt_len`` and ``output_len`` are numbers,
+    lists of samples or {length: weight} mappings.  Raises DoesNotFit when the batch exceeds memory (saying how
+    many sequences fit) unless ``allow_overflow``, and ContextTooLong beyond the model's context.
+    """
+    g = _group(model, hardware, precision, tp, efficiency, mfu, mbu, overhead, allreduce_latency)
+    w = workload(prompt_len, output_len)
+    b = lengths(batch, "batch")
+    if prefill not in _MODES:
+        raise ValueError(f"prefill must be one of {', '.join(map(repr, _MODES))}, got {prefill!r}")
+    if chunk is not None:
+        chunk = lengths(chunk, "chunk")
+    u = fraction(gpu_memory_utilization, "gpu_memory_utilization")
+    g.s.model.check_context(w.longest_context, "this workload (longest prompt + longest answer - 1)")
+    cap = _max_batch(g, w, u)
+    fits = b <= cap
+    if not allow_overflow and not np.all(fits):
+        if cap == 0:
+            raise DoesNotFit(f"not one sequence fits: {_weights_message(g, w, u)}. Use more GPUs (tp), fewer "
+                             f"bytes per weight, a larger device, or shorter requests.")
+        raise DoesNotFit(f"batch {int(np.max(b)):,} does not fit: at most {cap:,} sequences fit. "
+                         f"{_weights_message(g, w, u)}. Use batch <= {cap:,}, or pass allow_overflow=True.")
+    return _steady_si(g, w, b, prefill, chunk, fits, cap)
+
+
+def _steady_si(g: _Group, w: Workload, b, mode: str, chunk, fits, cap: int) -> SteadyState:
+    k = b / w.decode_steps
+    c = w.decode_context
+    p1, p2 = w.mean_prompt_len, w.mean_prompt_len_squared
+    if mode == "separate":
+        decode, comm_d = _pass_si(g, b, c, 0.0, 0.0, 0.0, fits)
+        group = np.maximum(k, 1.0)
+        prefill, comm_p = _pass_si(g, 0.0, 0.0, group * p1, group * p2, group, fits)
+        prefill_time = prefill.time_si + comm_p
+        step = decode.time_si + comm_d + (k / group) * prefill_time
+        ttft = prefill_time + step / 2.0
+        comm = comm_d + (k / group) * comm_p
+    else:
+        decode, comm = _pass_si(g, b, c, k * p1, k * p2, k, fits)
+        prefill = None
+        step = decode.time_si + comm
+        ttft = step * (w.prefill_steps(chunk) + 0.5)
+    tokens = b + k
+    if not isinstance(step, np.ndarray):
+        step, ttft, tokens, comm = float(step), float(ttft), float(tokens), float(comm)
+        fits = bool(fits)
+    return SteadyState(b, g.tp, step, ttft, tokens / step, k / step, tokens, decode, prefill, comm, fits, cap,
+                       g.s.device.power_si, w, mode, g.name)
+
+
+def max_concurrency(
+    model: Model | str,
+    hardware: Hardware | str,
+    prompt_len,
+    output_len,
+    precision: str | Precision = "fp16",
+    tp: int = 1,
+    gpu_memory_utilization: float = 1.0,
+) -> int:
+    """Return the most sequences whose caches fit at the workload's longest context, per group of tp GPUs:
+    floor((u x capacity - weights / tp) / ((max P + max O) x KV bytes per token / tp)); 0 if none."""
+    g = _group(model, hardware, precision, tp, "ideal", None, None, None, None)
+    return _max_batch(g, workload(prompt_len, output_len), fraction(gpu_memory_utilization, "gpu_memory_utilization"))
+
+
+def frontier(
+    model: Model | str,
+    hardware: Hardware | str,
+    prompt_len,
+    output_len,
+    batch=None,
+    precision: str | Precision = "fp16",
+    tp: int = 1,
+    **options,
+) -> SteadyState:
+    """Return the latency-throughput frontier: the steady state at every batch from 1 to the most that fits
+    (or at the array ``batch`` given), as one vectorised SteadyState.  Plot ``itl`` against
+    ``output_throughput``.  Options are those of :func:`steady_state`."""
+    if batch is None:
+        u = options.get("gpu_memory_utilization", 1.0)
+        cap = max_concurrency(model, hardware, prompt_len, output_len, precision, tp, u)
+        if cap == 0:
+            g = _group(model, hardware, precision, tp, "ideal", None, None, None, None)
+            raise DoesNotFit(f"not one sequence fits: {_weights_message(g, workload(prompt_len, output_len), u)}.")
+        batch = np.arange(1, cap + 1)
+    else:
+        batch = np.atleast_1d(lengths(batch, "batch"))
+    return steady_state(model, hardware, prompt_len, output_len, batch, precision, tp, **options)
+
+
+def best_under_sla(
+    model: Model | str,
+    hardware: Hardware | str,
+    prompt_len,
+    output_len,
+    ttft_limit: pint.Quantity | None = None,
+    itl_limit: pint.Quantity | None = None,
+    precision: str | Precision = "fp16",
+    tp: int = 1,
+    **options,
+) -> SteadyState:
+    """Return the steady state with the largest throughput per GPU that fits and meets the TTFT and ITL
+    targets (typical efficiency unless ``efficiency=`` says otherwise), over every batch that fits.
+
+    Raises SLAUnmet, saying what batch 1 reaches, when no batch meets them.
+    """
+    if ttft_limit is None and itl_limit is None:
+        raise ValueError("give ttft_limit, itl_limit or both, as quantities of time, e.g. itl_limit=Q_(50, 'ms')")
+    sweep = frontier(model, hardware, prompt_len, output_len, None, precision, tp, **options)
+    ok = sweep.meets(ttft_limit, itl_limit)
+    if not np.any(ok):
+        first = sweep.at(0)
+        raise SLAUnmet(
+            f"no batch meets ttft <= {ttft_limit} and itl <= {itl_limit} for this workload on "
+            f"{_name(hardware)} (tp={tp}): batch 1 already gives ttft {rounded(first.ttft):~P} "
+            f"and itl {rounded(first.itl):~P}. Relax the targets, use a faster device or more GPUs.")
+    index = int(np.argmax(np.where(ok, sweep.throughput_si, -np.inf)))
+    return sweep.at(index)
+
+
+def _name(hardware) -> str:
+    return hardware if isinstance(hardware, str) else hardware.name
+
+
+# -- tensor parallelism, one step -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ParallelStep:
+    """One decode step on a tensor-parallel group: each GPU's share of the operations, then the all-reduces."""
+
+    compute: Cost  # one GPU's body, attention and head (and the per-pass overhead)
+    communication_si: float | np.ndarray  # s: 2 x layers all-reduces
+    tp: int
+
+    @property
+    def time(self) -> pint.Quantity:
+        """compute + communication, ms."""
+        return quantity(self.compute.time_si + self.communication_si, "time").to("ms")
+
+    @property
+    def communication(self) -> pint.Quantity:
+        """Time of the step's all-reduces, ms."""
+        return quantity(self.communication_si, "time").to("ms")
+
+    def __repr__(self) -> str:
+        if np.ndim(self.communication_si) == 0:
+            return (f"ParallelStep(tp={self.tp}, time={rounded(self.time):~P}, "
+                    f"communication={rounded(self.communication):~P})")
+        return f"ParallelStep(sweep of {np.size(self.communication_si)} points)"
+
+
+def tensor_parallel_step(
+    model: Model | str,
+    hardware: Hardware | str,
+    context_len,
+    batch=1,
+    tp: int = 2,
+    precision: str | Precision = "fp16",
+    efficiency: str | Efficiency = "ideal",
+    mfu: float | None = None,
+    mbu: float | None = None,
+    overhead: pint.Quantity | None = None,
+    allreduce_latency: pint.Quantity | None = None,
+    allow_overflow: bool = False,
+) -> ParallelStep:
+    """Return one decode step of ``batch`` sequences at ``context_len`` on ``tp`` GPUs.
+
+    Each GPU: body 2 P B / N FLOPs and 1/N of the weights; attention B x 4 L A c / N FLOPs and its share of
+    the caches; head 2 d V B / N FLOPs and 1/N of the head; then 2 x layers ring all-reduces of
+    B x d_model x 2 bytes, each 2 (N - 1) / N x message / one-way link bandwidth + latency.
+    """
+    g = _group(model, hardware, precision, tp, efficiency, mfu, mbu, overhead, allreduce_latency)
+    c = lengths(context_len, "context_len", minimum=0)
+    b = lengths(batch, "batch")
+    g.s.model.check_context(c + 1, "this decode step")
+    capacity = g.s.device.memory_capacity_si
+    need = g.s.model.weight_bytes_si(g.s.precision) / g.tp + b * (c + 1) * g.s.kv_per_token * g.kv_share
+    fits = need <= capacity
+    if not allow_overflow and not np.all(fits):
+        raise DoesNotFit(f"{g.s.model.name} ({g.s.precision}) does not fit on tp={g.tp} x {g.s.device.name}: "
+                         f"{np.max(need) / 1e9:.2f} GB per GPU > {capacity / 1e9:.2f} GB. Use more GPUs, a "
+                         f"smaller batch or context, or pass allow_overflow=True.")
+    cost, comm = _pass_si(g, b, c, 0.0, 0.0, 0.0, fits if np.ndim(fits) else bool(fits))
+    return ParallelStep(cost, comm if isinstance(comm, np.ndarray) else float(comm), g.tp)
+
+
+# -- money and energy ---------------------------------------------------------------------------------------
+
+def cost_per_million_tokens(price: pint.Quantity, throughput: pint.Quantity) -> pint.Quantity:
+    """Return USD per million output tokens: price per GPU-time / (tokens per second per GPU) x 1e6.
+
+    With a price per hour: price / (3600 x tokens/s / 1e6).
+
+    >>> cost_per_million_tokens(Q_(3.6, "USD/h"), Q_(1000, "token/s"))
+    <Quantity(1.0, 'dollar / megatoken')>
+    """
+    rate = to_si(price, "price_rate", "price")
+    tokens = to_si(throughput, "token_rate", "throughput")
+    return quantity(rate / tokens, "cost_per_token").to("USD/Mtok")
+
+
+def energy_per_token(power: pint.Quantity, throughput: pint.Quantity) -> pint.Quantity:
+    """Return an upper bound on joules per output token: board power / (tokens per second), J/token.
+
+    >>> energy_per_token(Q_(700, "W"), Q_(7000, "token/s"))
+    <Quantity(0.1, 'joule / token')>
+    """
+    return quantity(to_si(power, "power", "power") / to_si(throughput, "token_rate", "throughput"),
+                    "energy_per_token")
+
+
+# -- an example price table ---------------------------------------------------------------------------------
+
+#: The shipped example prices: on-demand list prices of one GPU, dated, with their sources.  An EXAMPLE:
+#: prices change monthly and differ by provider, region and commitment; pass your own.
+PRICES = Path(__file__).resolve().parent / "data" / "gpu_prices.csv"
+
+
+@dataclass(frozen=True)
+class Price:
+    """One provider's on-demand list price for one GPU, as it was quoted on ``date`` (an example)."""
+
+    device: str
+    provider: str
+    usd_per_hour: float
+    quoted: str  # as the provider writes it, e.g. "$0.001097 / sec"
+    date: str
+    source_url: str
+    notes: str = ""
+
+    @property
+    def price(self) -> pint.Quantity:
+        """USD per GPU-hour."""
+        return Q_(self.usd_per_hour, "USD/h")
+
+
+@lru_cache(maxsize=2)
+def example_prices(path: str | Path = PRICES) -> tuple[Price, ...]:
+    """Return the example price table (``data/gpu_prices.csv``): EXAMPLE prices, dated, with sources."""
+    with open(path, newline="", encoding="utf-8") as f:
+        return tuple(Price(**{k: float(v) if k == "usd_per_hour" else v for k, v in row.items()})
+                     for row in csv.DictReader(f))
+
+
+def example_price(device: Hardware | str, provider: str | None = None) -> pint.Quantity:
+    """Return an EXAMPLE on-demand price of one GPU, USD/h (the first listed provider unless ``provider``).
+
+    >>> example_price("H100")
+    <Quantity(3.9492, 'dollar / hour')>
+    """
+    from .hardware import hardware as _hardware
+
+    name = _hardware(device).name
+    rows = [p for p in example_prices() if p.device == name and (provider is None or p.provider == provider)]
+    if not rows:
+        known = sorted({p.device for p in example_prices()})
+        raise KeyError(f"no example price for {name}{' from ' + provider if provider else ''}; the example table "
+                       f"has {', '.join(known)}. Pass your own price, e.g. Q_(2.5, 'USD/h').")
+    return rows[0].price
