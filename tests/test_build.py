@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 
 from matplotlib import pyplot as plt  # noqa: E402
 
-from course.build import _stable, build, check_release, check_source, notebook_differences, update  # noqa: E402
+from course.build import _stable, build, check_release, check_source, failed_tests, notebook_differences, update  # noqa: E402
 from course.nbgrader_run import RELEASE, SOLUTIONS, read_notebook, write_notebook  # noqa: E402
 from rooflab import plots  # noqa: E402
 
@@ -176,3 +176,18 @@ def test_release_leaks_are_found(tmp_path):
     leaky = _notebook(tmp_path, [{"cell_type": "code", "id": "t", "metadata": {}, "source": "assert secret_function(12345) == 67890\n### BEGIN SOLUTION", "outputs": [], "execution_count": None}], "release.ipynb")
     problems = " | ".join(check_release(source, leaky))
     assert "hidden-test line" in problems and "BEGIN SOLUTION" in problems
+
+
+def test_a_failing_test_cell_in_the_reference_run_is_found():
+    solutions = read_notebook(SOLUTIONS / "01_two_phases" / "01_two_phases.ipynb")
+
+    assert failed_tests(solutions) == []
+    broken = copy.deepcopy(solutions)
+    test = next(c for c in broken["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_weight_bytes_visible")
+    test["outputs"].append({"output_type": "error", "ename": "AssertionError", "evalue": "weight_bytes: wrong", "traceback": []})
+    warned = copy.deepcopy(solutions)
+    test = next(c for c in warned["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_share_hidden")
+    test["outputs"].append({"output_type": "stream", "name": "stderr", "text": "UserWarning: x\n"})
+    assert [f["grade_id"] for f in failed_tests(broken)] == ["test_weight_bytes_visible"]
+    assert "weight_bytes: wrong" in failed_tests(broken)[0]["output"]
+    assert [f["grade_id"] for f in failed_tests(warned)] == ["test_share_hidden"]
