@@ -14,12 +14,14 @@ its kernels one after another, as nbgrader and ``course build`` do.
 from __future__ import annotations
 
 import os
+import secrets
 import tempfile
 
 
 def ipc_prefix() -> str:
-    """Where this process's kernels put their sockets: ``/tmp/rooflab-kernel-<pid>``."""
-    return os.path.join(tempfile.gettempdir(), f"rooflab-kernel-{os.getpid()}")
+    """Where the kernels of this process put their sockets: ``/tmp/rooflab-kernel-<pid>-<random>``
+    (the random part for processes in other PID namespaces that share /tmp)."""
+    return os.path.join(tempfile.gettempdir(), f"rooflab-kernel-{os.getpid()}-{secrets.token_hex(4)}")
 
 
 def kernel_config():

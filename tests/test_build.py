@@ -9,6 +9,8 @@ import base64
 import copy
 import io
 import json
+import logging
+import os
 
 import matplotlib
 import numpy as np
@@ -19,6 +21,7 @@ matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # noqa: E402
 
 from course.build import _stable, build, check_release, check_source, failed_tests, notebook_differences, update  # noqa: E402
+from course.kernels import kernel_config  # noqa: E402
 from course.nbgrader_run import RELEASE, SOLUTIONS, read_notebook, write_notebook  # noqa: E402
 from rooflab import plots  # noqa: E402
 
@@ -30,12 +33,21 @@ def _snapshot():
 
 
 @pytest.mark.slow
-def test_committed_release_and_solutions_are_current_and_pass_their_checks():
+def test_committed_release_and_solutions_are_current_and_pass_their_checks(capfd, caplog):
     before = _snapshot()
     report = build(log=lambda message: None, write=False)
     assert report.problems == []
     assert report.changed == [], f"release/ or solutions/ is out of date: {report.changed}; run `course build`, commit"
     assert _snapshot() == before  # a check writes nothing
+    # quiet: kernels over IPC, ending idle; hidden-only test cells give nbgrader no result to read as a score
+    out, err = capfd.readouterr()
+    assert out + err == ""
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_kernels_use_ipc_sockets_at_an_absolute_unique_path():
+    first, second = kernel_config().KernelManager, kernel_config().KernelManager
+    assert first.transport == "ipc" and os.path.isabs(first.ip) and first.ip != second.ip
 
 
 # Figures, rendered here the way the inline backend renders them (PNG, 100 dpi).
