@@ -10,10 +10,15 @@ from pathlib import Path
 def _build(args) -> int:
     from .build import build
 
-    report = build(args.assignment or None, validate_notebooks=not args.no_validate)
+    report = build(args.assignment or None, validate_notebooks=not args.no_validate, write=not args.check)
     for problem in report.problems:
         print(f"problem: {problem}", file=sys.stderr)
-    print(f"built {', '.join(report.built)} into release/ and solutions/")
+    if args.check:
+        print(f"checked {', '.join(report.built)}: " + (
+            f"{len(report.changed)} files in release/ and solutions/ are out of date; run `course build`"
+            if report.changed else "release/ and solutions/ are current"))
+        return 1 if report.problems or report.changed else 0
+    print(f"built {', '.join(report.built)} into release/ and solutions/ ({len(report.changed)} files changed)")
     return 1 if report.problems else 0
 
 
@@ -53,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     build = commands.add_parser("build", help="regenerate release/ and solutions/ from source/ and check them")
     build.add_argument("assignment", nargs="*", help="assignment ids (default: all)")
     build.add_argument("--no-validate", action="store_true", help="skip running the notebooks' tests")
+    build.add_argument("--check", action="store_true",
+                       help="write nothing; fail if release/ or solutions/ is out of date")
     build.set_defaults(run=_build)
 
     grade = commands.add_parser(

@@ -14,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 
+from .kernels import kernel_config, settled, unsettled
 from .nbgrader_run import SOURCE, environment, read_notebook
 
 ASSERTS = re.compile(r"check\.(quantity|number|choice)\(|\bassert\b")
@@ -80,10 +81,12 @@ def check(path: Path, hidden: bool = False, timeout: int = 30, out=sys.stdout) -
         print(f"hidden tests from {source.relative_to(SOURCE.parent)}", file=out)
         _with_hidden(notebook, path)
     os.environ.update({k: v for k, v in environment().items() if k in ("MPLBACKEND", "OMP_NUM_THREADS")})
-    client = nbclient.NotebookClient(notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
+    client = nbclient.NotebookClient(settled(notebook), timeout=timeout, kernel_name="python3", allow_errors=True,
                                      interrupt_on_timeout=True,
-                                     resources={"metadata": {"path": str(path.parent.resolve())}})
+                                     resources={"metadata": {"path": str(path.parent.resolve())}},
+                                     config=kernel_config())  # IPC, not TCP: see course/kernels.py
     client.execute()
+    unsettled(notebook)
     earned = possible = 0.0
     skipped = []
     for cell in _tests(notebook):

@@ -133,12 +133,7 @@ EXPECTED = {
 MAXIMA = {A: 40, B: 25, C: 25, D: 25, E: 30}
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("demo")
-    demo.write_class(folder / "submissions")
-    rows = grade(folder / "submissions", folder / "graded", workers=2, quiet=True)
-    return folder, {(r.student, r.assignment): r for r in rows}
+# `graded`: the demo class graded once per session (tests/conftest.py).
 
 
 def test_every_student_gets_the_grade_the_design_implies(graded):
