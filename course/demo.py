@@ -329,7 +329,7 @@ def write_class(folder: Path, selected: list[str] | None = None, students: list[
 def demo(out: Path, workers: int = 2, build_first: bool = True, no_sandbox: bool = False) -> int:
     """Build, write the class, grade it into ``out``, print the grade table."""
     from .build import build
-    from .grade import NoSandbox, grade
+    from .grade import NoSandbox, grade, start_over
     from .show import table
 
     if build_first:
@@ -344,7 +344,9 @@ def demo(out: Path, workers: int = 2, build_first: bool = True, no_sandbox: bool
     for s in students:
         print(f"  {s.name:10} {s.did}", file=sys.stderr)
     try:
-        rows = grade(submissions, out / "graded", workers=workers, no_sandbox=no_sandbox)
+        # The demo's own folder: a fresh class every time, and every page written (as if graded by hand)
+        start_over(out / "graded")
+        rows = grade(submissions, out / "graded", workers=workers, no_sandbox=no_sandbox, feedback_now=True)
     except NoSandbox as error:
         print(f"course demo: {error}", file=sys.stderr)
         return 2

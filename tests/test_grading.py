@@ -107,7 +107,7 @@ MAXIMA = {A: 40, B: 25, C: 25, D: 25}
 def graded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("demo")
     demo.write_class(folder / "submissions")
-    rows = grade(folder / "submissions", folder / "graded", workers=2, quiet=True)
+    rows = grade(folder / "submissions", folder / "graded", workers=2, quiet=True, feedback_now=True)
     return folder, {(r.student, r.assignment): r for r in rows}
 
 
@@ -156,7 +156,7 @@ def test_grades_csv_feedback_and_report(graded):
     with open(out / "grades.csv", newline="") as handle:
         table = list(csv.DictReader(handle))
     assert list(table[0]) == ["student", "assignment", "score", "max_score", "manual_pending", "status", "reason",
-                              "flags"]
+                              "flags", "manual_score"]
     assert {(r["student"], r["assignment"]) for r in table} == set(EXPECTED)
     feedback = out / "feedback" / "ada" / A / f"{A}.html"
     assert feedback.exists()
@@ -166,7 +166,7 @@ def test_grades_csv_feedback_and_report(graded):
     assert "milliseconds for seconds" in wrong
     report = (out / "report" / "README.md").read_text()
     assert "milliseconds for seconds" in report and "GB for GiB" in report
-    assert (out / "report" / f"{A}_scores.png").stat().st_size > 10_000
+    assert (out / "report" / f"{A}_heatmap.png").stat().st_size > 10_000
 
 
 SMALL = ["ada", "dmitri", "joan"]  # right, a unit mistake, a repaired notebook
