@@ -43,8 +43,14 @@ def _use_course(folder: Path) -> None:
 
 
 def _build(args) -> int:
-    from .build import build
+    from .build import build, name_cells
+    from .nbgrader_run import assignments, notebooks
 
+    if args.name_cells:
+        for assignment in args.assignment or assignments():
+            for path in notebooks(assignment):
+                for line in name_cells(path):
+                    print(f"renamed {line}", file=sys.stderr)
     report = build(args.assignment or None, validate_notebooks=not args.no_validate,
                    log=lambda message: print(message, file=sys.stderr))
     for problem in report.problems:
@@ -187,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
                                 "`problem:` line, and then nothing is written to release/ or solutions/.")
     build.add_argument("assignment", nargs="*", help="assignment ids (default: all)")
     build.add_argument("--no-validate", action="store_true", help="skip running the notebooks' tests")
+    build.add_argument("--name-cells", action="store_true",
+                       help="first give cells with JupyterLab's random ids (or copied ids) a descriptive one in "
+                            "source/: a graded cell takes its grade id, another a slug of its first line")
     build.set_defaults(run=_build)
 
     grade = command(
