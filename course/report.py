@@ -185,6 +185,12 @@ def _short(label: str, width: int = 28) -> str:
     return label if len(label) <= width else label[: width - 1] + "…"
 
 
+def _brief(label: str) -> str:
+    """"Exercise 2: your own roofline calculator" -> "Exercise 2", for axes; other headings shortened."""
+    found = re.match(r"(Exercise\s+\d+)\b", label)
+    return found.group(1) if found else _short(label, 22)
+
+
 def _report(rows: list[Row], folder: Path) -> None:
     import matplotlib
 
@@ -232,13 +238,21 @@ def _report(rows: list[Row], folder: Path) -> None:
                 lines.append(f"| written answer (by hand) | {mean} | graded for {len(done)}/{len(graded)} | |")
             lines.append("")
 
-        counted = Counter(m for r in graded for m in dict.fromkeys(r.mistakes))
+        # A mistake counts once per submission and exercise, however many of its test cells caught it.
+        who, where = defaultdict(set), defaultdict(set)
+        for r in graded:
+            for grade_id, mistake in r.mistakes:
+                key = (mistake, _brief(labels.get(grade_id, grade_id)))
+                who[key].add(r.student)
+                where[key].add(grade_id)
+        counted = Counter({key: len(students) for key, students in who.items()})
         untagged = sum(r.failed_untagged for r in graded)
         if counted:
             _mistake_chart(plt, counted, folder / f"{assignment}_mistakes.png", assignment)
             lines += [f"![mistakes named by the checker]({assignment}_mistakes.png)", "",
                       "Mistakes the checker named (submissions with each):", ""]
-            lines += [f"- {n} x {mistake} (in {grade_id})" for (grade_id, mistake), n in counted.most_common(15)]
+            lines += [f"- {n} x {mistake}, {label} ({', '.join(sorted(where[mistake, label]))})"
+                      for (mistake, label), n in counted.most_common(15)]
             if untagged:
                 lines.append(f"- and {untagged} failing test cell(s) whose message named no known mistake")
         elif untagged:
@@ -283,8 +297,7 @@ def _heatmap(plt, group: list[Row], columns: list[str], written: bool, fraction,
                 grid[i, len(names) - 1] = row.manual_score / row.manual_max
     height = 1.6 + 0.32 * len(group)
     fig, ax = plt.subplots(figsize=(2.2 + 0.55 * len(names), height))
-    cmap = plt.get_cmap("RdYlGn").copy()
-    cmap.set_bad("#dddddd")
+    cmap = plt.get_cmap("RdYlGn").with_extremes(bad="#dddddd")  # no score in that exercise: grey
     image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=1, aspect="auto")
     for note in notes:
         if note[1] == "ungradable":
@@ -292,7 +305,7 @@ def _heatmap(plt, group: list[Row], columns: list[str], written: bool, fraction,
             ax.text((len(names) - 1) / 2, note[0], "ungradable", ha="center", va="center", color="white", fontsize=8)
         else:
             ax.text(note[2], note[0], "?", ha="center", va="center", fontsize=9)
-    ax.set_xticks(range(len(names)), [_short(n, 22) for n in names], rotation=45, ha="right", fontsize=7)
+    ax.set_xticks(range(len(names)), [_brief(n) for n in names], rotation=45, ha="right", fontsize=7)
     ax.set_yticks(range(len(group)), [r.student for r in group], fontsize=7)
     ax.set_title(f"{assignment}: share of each exercise's points (? = waiting for manual grading)", fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="score / points")
@@ -304,7 +317,7 @@ def _heatmap(plt, group: list[Row], columns: list[str], written: bool, fraction,
 def _mistake_chart(plt, counted: Counter, path: Path, assignment: str):
     items = counted.most_common(15)[::-1]
     fig, ax = plt.subplots(figsize=(7, 1.0 + 0.35 * len(items)))
-    ax.barh([f"{_short(m, 40)} ({_short(g, 24)})" for (g, m), _ in items], [n for _, n in items], color="#C44E52")
+    ax.barh([f"{_short(m, 40)} ({label})" for (m, label), _ in items], [n for _, n in items], color="#C44E52")
     ax.set_xlabel("submissions", fontsize=8)
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.tick_params(labelsize=7)
