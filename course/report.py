@@ -109,10 +109,10 @@ def collect_rows(root: Path, outcomes, problems: dict, isolation: str | None = N
                 submission = gradebook.find_submission(outcome.assignment, outcome.student)
             except MissingEntry:
                 submission = None
-            why = problems.get((outcome.student, outcome.assignment)) or problems.get(outcome.student)
-            if submission is None or not graded or why:
-                rows.append(Row(outcome.student, outcome.assignment, 0.0, top, 0.0, "ungradable",
-                                _join(why or "nbgrader produced no graded notebook", reason)))
+            if submission is None or not graded:
+                why = (problems.get((outcome.student, outcome.assignment)) or problems.get(outcome.student)
+                       or "nbgrader produced no graded notebook")
+                rows.append(Row(outcome.student, outcome.assignment, 0.0, top, 0.0, "ungradable", _join(why, reason)))
                 continue
             record = _record(root, outcome.student, outcome.assignment)
             flags = list(record.get("lost", [])) + list(dict.fromkeys(record.get("flags", [])))
