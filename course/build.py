@@ -216,7 +216,8 @@ def _by_source(path: Path, results: list[dict], what: str) -> list[str]:
     return lines
 
 
-POINTS_LINE = re.compile(r"Points:\s*(\d+(?:\.\d+)?)\s+for the autograded exercises,\s*(\d+(?:\.\d+)?)\s+for the written")
+POINTS_LINE = re.compile(r"Points:\s*(\d+(?:\.\d+)?)\s+for the autograded exercises,"
+                         r"\s*(\d+(?:\.\d+)?)\s+for the written")
 HEADING_POINTS = re.compile(r"^##\s+(.*?)\((\d+(?:\.\d+)?) points?\b", re.M)
 README_ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|.*\|\s*(\d+(?:\.\d+)?)\s*\+\s*(\d+(?:\.\d+)?)\s*\|\s*$", re.M)
 

@@ -175,6 +175,18 @@ def _progress(done: int, total: int, started: float, stream=sys.stderr) -> None:
     stream.flush()
 
 
+def _unchanged(previous: graded.Entry | None, files: str, source: str, autograded: Path) -> bool:
+    """Whether a hand-in is the one already graded: same files, same source, and its grading stands.
+
+    An ungradable hand-in stays ungradable whatever the source; a run of nbgrader that failed is retried.
+    """
+    if previous is None or previous.files != files or previous.grader_problem:
+        return False
+    if previous.problem:
+        return True
+    return previous.source == source and autograded.is_dir()
+
+
 class NoSandbox(RuntimeError):
     """Grading was asked for on a machine that offers no isolation, without --no-sandbox."""
 
@@ -213,10 +225,8 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
                     continue
                 files = sorted(p for p in entry.iterdir() if p.is_file())
                 digest, source = graded.digest(files), ledger.sources[assignment]
-                previous = ledger.entries.get((student, assignment))
-                if previous is not None and previous.files == digest and (previous.source == source or previous.problem) \
-                        and not previous.grader_problem \
-                        and (previous.problem or (root / "autograded" / student / assignment).is_dir()):
+                if _unchanged(ledger.entries.get((student, assignment)), digest, source,
+                              root / "autograded" / student / assignment):
                     unchanged += 1
                     continue
                 release = next((root / "release" / assignment).glob("*.ipynb"))
@@ -252,7 +262,8 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
                 _progress(count, len(futures), started)
     review = []
     for (student, assignment), manual in kept.items():
-        review += [f"{student} {assignment} {cell}" for cell in graded.restore_manual(root, student, assignment, manual)]
+        flagged = graded.restore_manual(root, student, assignment, manual)
+        review += [f"{student} {assignment} {cell}" for cell in flagged]
         graded.add_grader_notes(root, student, assignment)
     ledger.save()
 
