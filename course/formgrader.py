@@ -126,6 +126,8 @@ def wait_ready(process: subprocess.Popen, port: int, token: str, timeout: float 
 
 def serve(out: Path, port: int = 0, token: str | None = None, lab: bool = True, ready_timeout: float = 90.0) -> int:
     """Start the server, print where to go and what waits, and run until Ctrl-C."""
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)  # the address shows as soon as it is known, even in a pipe
     root = prepare(out)
     port = port or free_port()
     token = token or secrets.token_hex(16)

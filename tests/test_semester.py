@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -202,19 +203,21 @@ def test_formgrader_serves_the_graded_course(graded):
     server = subprocess.Popen([sys.executable, "-m", "course", "formgrader", str(graded), "--port", str(port),
                                "--token", token], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    printed: list[str] = []
+    reader = threading.Thread(target=lambda: printed.extend(server.stdout), daemon=True)
+    reader.start()
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline, listed = time.monotonic() + 120, None
-        while time.monotonic() < deadline and server.poll() is None:
-            try:
-                status, body = get(f"{base}/formgrader/api/submitted_notebooks/{A}/{A}", token, timeout=2)
-            except OSError:
-                status = None
-            if status == 200:
-                listed = json.loads(body)
-                break
-            time.sleep(0.5)
-        assert listed is not None, f"formgrader never answered (exit {server.poll()})"
+        # `course formgrader` prints its address once the server answers
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and server.poll() is None and not any("formgrader:" in l for l in printed):
+            time.sleep(0.2)
+        shown = "".join(printed)
+        assert f"formgrader: {base}/formgrader?token={token}" in shown, shown
+        assert "wait for manual grading" in shown and "ada" in shown and "dmitri" in shown  # what waits
+        status, body = get(f"{base}/formgrader/api/submitted_notebooks/{A}/{A}", token)
+        assert status == 200
+        listed = json.loads(body)
         # the submissions page lists the graded students (katherine's file never reached the gradebook)
         assert sorted(s["student"] for s in listed) == ["ada", "dmitri"]
         assert all(s["needs_manual_grade"] and s["code_score"] in (40, 32) for s in listed)
@@ -236,8 +239,16 @@ def test_formgrader_serves_the_graded_course(graded):
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
-            output, _ = server.communicate(timeout=30)
+            server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
-            output, _ = server.communicate()
-    assert f"{base}/formgrader" in output and "dmitri" in output  # the address, and what waits
+            server.wait()
+        reader.join(timeout=5)
+    assert get_or_none(f"{base}/api/status", token) is None  # the server is gone with the command
+
+
+def get_or_none(url, token):
+    try:
+        return get(url, token, timeout=2)
+    except OSError:
+        return None
