@@ -140,6 +140,25 @@ def test_regrade_merges_and_keeps_manual_grades(graded, tmp_path):
     assert _page(graded, "dmitri") is None and _page(graded, "katherine") is not None
 
 
+def test_a_changed_source_regrades_what_was_graded_against_it(graded, tmp_path):
+    _grade_by_hand(graded, "ada", 6, "kept")
+    ledger = json.loads((graded / "nbgrader" / "ledger.json").read_text())
+    # as if source/ had changed since the class was graded: a test fixed
+    ledger["sources"][A] = "the source as it was"
+    for entry in ledger["submissions"].values():
+        entry["source"] = "the source as it was"
+    (graded / "nbgrader" / "ledger.json").write_text(json.dumps(ledger))
+    ada_graded = graded / "nbgrader" / "autograded" / "ada" / A / f"{A}.ipynb"
+    before = ada_graded.stat().st_mtime_ns
+    (tmp_path / "nobody").mkdir()
+    rows = {r.student: r for r in grade(tmp_path / "nobody", graded, quiet=True)}  # a run that brings nothing
+    assert ada_graded.stat().st_mtime_ns != before  # graded again, from submitted/
+    assert {s: (r.score, r.status, r.manual_pending) for s, r in rows.items()} == {
+        "ada": (40, "graded", 0), "dmitri": (32, "graded", 10), "katherine": (0, "ungradable", 0)}
+    assert _written(graded, "ada") == (6, False, "kept")  # same answer: the manual grade stands
+    assert json.loads((graded / "nbgrader" / "ledger.json").read_text())["sources"][A] != ledger["sources"][A]
+
+
 def test_fresh_asks_before_deleting(graded, tmp_path):
     done = course("grade", tmp_path / "nothing-here", "--out", graded, "--fresh")
     assert done.returncode == 1 and "--yes" in done.stderr
