@@ -61,16 +61,20 @@ def check_source(path: Path) -> list[str]:
         if cell.get("outputs") or cell.get("execution_count"):
             problems.append(f"{where} has outputs: clear them before committing")
         cell_id = cell.get("id")
-        if not cell_id or re.fullmatch(r"[0-9a-f]{8}(-[0-9a-f]{4}){0,4}.*", cell_id):
-            problems.append(f"{where} needs a descriptive id, not {cell_id!r}")
+        if not cell_id or RANDOM_ID.fullmatch(cell_id):
+            problems.append(f"{where} needs a descriptive id, not {cell_id!r} (JupyterLab's random one): "
+                            f"`course build --name-cells` names it")
         if cell_id in ids:
-            problems.append(f"{where} repeats the id {cell_id!r}")
+            problems.append(f"{where} repeats the id {cell_id!r}: `course build --name-cells` renames the copy")
         ids.add(cell_id)
         meta = cell.get("metadata", {}).get("nbgrader")
         if meta:
             grade_id = meta.get("grade_id")
             if grade_id in grade_ids:
                 problems.append(f"{where} repeats the grade_id {grade_id!r}")
+            if grade_id and PANEL_GRADE_ID.fullmatch(grade_id):
+                problems.append(f"{where} has the Create Assignment panel's default grade id {grade_id!r}: type a "
+                                f"name in the panel's ID field (what the cell checks, e.g. test_ttft_visible)")
             grade_ids.add(grade_id)
     return problems
 
@@ -94,15 +98,60 @@ def check_release(source: Path, release: Path) -> list[str]:
     return problems
 
 
-def execute(path: Path, timeout: int = 60) -> dict:
-    """Run a notebook top to bottom in its own folder and return it with outputs."""
+RANDOM_ID = re.compile(r"[0-9a-f]{8}(-[0-9a-f]{4}){0,4}.*")  # JupyterLab's ids for new cells
+PANEL_GRADE_ID = re.compile(r"cell-[0-9a-zA-Z]{16}")  # the Create Assignment panel's default ID
+
+
+def _slug(text: str) -> str:
+    for line in text.splitlines():
+        words = re.findall(r"[a-z0-9]+", line.lower())
+        if words:
+            return "-".join(words[:4])[:40].strip("-")
+    return ""
+
+
+def name_cells(path: Path) -> list[str]:
+    """Give every cell with a random or repeated id a descriptive one, in place; return what was renamed.
+
+    A graded cell takes its grade id; any other cell a slug of its first line (``## Exercise 2: ...`` becomes
+    ``exercise-2``), made unique with a number.
+    """
+    notebook = read_notebook(path)
+    taken = [cell.get("id") for cell in notebook["cells"]]
+    renamed, seen = [], set()
+    for index, cell in enumerate(notebook["cells"]):
+        cell_id = cell.get("id")
+        if cell_id and not RANDOM_ID.fullmatch(cell_id) and cell_id not in seen:
+            seen.add(cell_id)
+            continue
+        meta = cell.get("metadata", {}).get("nbgrader") or {}
+        base = meta.get("grade_id") or _slug(_source_text(cell)) or cell.get("cell_type", "cell")
+        base = re.sub(r"[^A-Za-z0-9_-]", "-", base)[:60]
+        new, number = base, 2
+        while new in seen or new in taken:
+            new, number = f"{base}-{number}", number + 1
+        cell["id"] = new
+        seen.add(new)
+        taken.append(new)
+        renamed.append(f"{path.name} cell {index}: {cell_id!r} -> {new!r}")
+    if renamed:
+        write_notebook(notebook, path)
+    return renamed
+
+
+def execute(path: Path, timeout: int = 60, allow_errors: bool = False) -> dict:
+    """Run a notebook top to bottom in its own folder and return it with outputs.
+
+    With ``allow_errors`` a failing cell does not stop the run: its error is in its outputs
+    (:func:`errors` reads them), so every failure of the reference can be reported at once.
+    """
     import nbclient
     import nbformat
 
     notebook = nbformat.read(path, as_version=4)
     metadata = copy.deepcopy(dict(notebook.metadata))
     client = nbclient.NotebookClient(
-        settled(notebook), timeout=timeout, kernel_name="python3", record_timing=False,
+        settled(notebook), timeout=timeout, kernel_name="python3", record_timing=False, allow_errors=allow_errors,
         resources={"metadata": {"path": str(path.parent)}}, config=kernel_config(),
     )
     client.execute()
@@ -151,55 +200,187 @@ def validate(path: Path, invert: bool = False) -> dict:
         return Validator(invert=invert, config=kernel_config()).validate(str(runnable))
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _where(notebook: str, cell: dict) -> str:
+    meta = cell.get("metadata", {}).get("nbgrader") or {}
+    return f"{notebook}, {meta.get('grade_id') or 'cell ' + str(cell.get('id'))}"
+
+
+def _failure(text: str) -> str:
+    """The line of a traceback that says what failed (``AssertionError: ...``), without colour codes."""
+    lines = [line.strip() for line in ANSI.sub("", text).splitlines() if line.strip()]
+    for line in reversed(lines):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b", line):
+            return line[:400]
+    return (lines[-1] if lines else "failed without a message")[:400]
+
+
+def errors(notebook: dict, name: str) -> list[str]:
+    """One problem line per cell of an executed notebook that raised: notebook, grade id, the failure."""
+    found = []
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                message = f"{output.get('ename', 'Error')}: {ANSI.sub('', str(output.get('evalue', '')))}"
+                found.append(f"{_where(name, cell)}: the reference fails: {_failure(message)[:400]}")
+    return found
+
+
+def _by_source(path: Path, results: list[dict], what: str) -> list[str]:
+    """Validator results (which carry only the cell's source) as problem lines naming each cell's grade id."""
+    cells = {_source_text(c).strip(): c for c in read_notebook(path)["cells"]}
+    lines = []
+    for result in results:
+        cell = cells.get(result.get("source", "").strip(), {"id": "?"})
+        detail = f": {_failure(result['raw_error'])}" if result.get("raw_error") else ""
+        lines.append(f"{_where(path.name, cell)}: {what}{detail}")
+    return lines
+
+
+POINTS_LINE = re.compile(r"Points:\s*(\d+(?:\.\d+)?)\s+for the autograded exercises,"
+                         r"\s*(\d+(?:\.\d+)?)\s+for the written")
+HEADING_POINTS = re.compile(r"^##\s+(.*?)\((\d+(?:\.\d+)?) points?\b", re.M)
+README_ROW = re.compile(r"^\|\s*`([^`]+)`\s*\|.*\|\s*(\d+(?:\.\d+)?)\s*\+\s*(\d+(?:\.\d+)?)\s*\|\s*$", re.M)
+
+
+def points(path: Path) -> tuple[float, float]:
+    """(autograded, written) points of a notebook, from its nbgrader metadata."""
+    auto = written = 0.0
+    for cell in read_notebook(path)["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader") or {}
+        if meta.get("grade"):
+            if cell["cell_type"] == "code":
+                auto += float(meta.get("points", 0))
+            else:
+                written += float(meta.get("points", 0))
+    return auto, written
+
+
+def check_points(path: Path) -> list[str]:
+    """The notebook's own point statements against its metadata: the "Points: A ..., W ..." line, and each
+    exercise heading's "(N points)" against the graded cells under it."""
+    problems = []
+    auto, written = points(path)
+    cells = read_notebook(path)["cells"]
+    for cell in cells:
+        if cell["cell_type"] != "markdown":
+            continue
+        for stated_auto, stated_written in POINTS_LINE.findall(_source_text(cell)):
+            if (float(stated_auto), float(stated_written)) != (auto, written):
+                problems.append(f"{path.name}: says {stated_auto} autograded + {stated_written} written points, the "
+                                f"metadata has {auto:g} + {written:g}")
+    heading, stated, total = None, None, 0.0
+
+    def close():
+        if heading is not None and stated is not None and stated != total:
+            problems.append(f"{path.name}: heading {heading.strip()!r} says {stated:g} points, its graded cells have "
+                            f"{total:g}")
+
+    for cell in cells:
+        text = _source_text(cell)
+        if cell["cell_type"] == "markdown" and re.match(r"^#{1,2}\s", text):  # a section; ### stays inside
+            close()
+            found = HEADING_POINTS.match(text)
+            heading, stated, total = (found.group(1), float(found.group(2)), 0.0) if found else (None, None, 0.0)
+        meta = cell.get("metadata", {}).get("nbgrader") or {}
+        if meta.get("grade"):
+            total += float(meta.get("points", 0))
+    close()
+    return problems
+
+
+def check_readme_points(readme: Path, totals: dict[str, tuple[float, float]]) -> list[str]:
+    """README's table of assignments ("| `id` | ... | A + W |") against the notebooks' metadata."""
+    if not readme.is_file():
+        return []
+    listed = {name: (float(a), float(w)) for name, a, w in README_ROW.findall(readme.read_text(encoding="utf-8"))}
+    problems = []
+    for assignment, (auto, written) in sorted(totals.items()):
+        if assignment not in listed:
+            problems.append(f"README.md: the assignments table has no row for `{assignment}` "
+                            f"({auto:g} + {written:g} points)")
+        elif listed[assignment] != (auto, written):
+            problems.append(f"README.md: `{assignment}` is listed with {listed[assignment][0]:g} + "
+                            f"{listed[assignment][1]:g} points, the notebooks' metadata has {auto:g} + {written:g}")
+    return problems
+
+
 def build(selected: list[str] | None = None, validate_notebooks: bool = True, log=print,
           write: bool = True) -> BuildReport:
     """Regenerate release/ and solutions/ for the selected assignments and check them.
 
-    With ``write=False`` nothing in the repository is touched: ``report.changed`` lists what is out of date.
+    Everything is made in a scratch folder first and compared with what is committed by meaning; release/ and
+    solutions/ are written only when no check found a problem, so a failed build leaves the committed notebooks
+    as they were.  With ``write=False`` nothing in the repository is touched: ``report.changed`` lists what is
+    out of date.
     """
     report = BuildReport()
     chosen = selected or assignments()
+    totals: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         for assignment in chosen:
             if not notebooks(assignment):
-                raise BuildError(f"no notebooks in {SOURCE / assignment}")
+                report.problems.append(f"{SOURCE / assignment}: no notebooks")
+                continue
             for path in notebooks(assignment):
                 report.problems += check_source(path)
+                report.problems += check_points(path)
+            found = [points(path) for path in notebooks(assignment)]
+            totals[assignment] = (sum(a for a, _ in found), sum(w for _, w in found))
+        if report.problems:
+            return report  # ids and points first: nbgrader would stumble over the same cells
         log(f"generate_assignment {', '.join(chosen)}")
         # One nbgrader process for all of them when it can (each process takes seconds to start).
         for pattern in ["*"] if sorted(chosen) == assignments() else chosen:
             done = nbgrader("generate_assignment", pattern, "--force", f"--CourseDirectory.source_directory={SOURCE}",
                             f"--CourseDirectory.db_url=sqlite:///{scratch / 'build.db'}", root=scratch)
             if done.returncode != 0:
-                raise BuildError(f"generate_assignment {pattern} failed:\n{done.stdout}{done.stderr}")
+                report.problems.append(f"{pattern}: generate_assignment failed: {_nbgrader_line(done)}")
+                return report
         for assignment in chosen:
             for path in notebooks(assignment):
                 released = scratch / "release" / assignment / path.name
                 if not released.exists():
-                    raise BuildError(f"generate_assignment wrote no {released.name}")
+                    report.problems.append(f"{path.name}: generate_assignment wrote no release notebook")
+                    continue
                 report.problems += check_release(path, released)
                 log(f"{assignment}: executing {path.name}")
-                executed = execute(path)
+                executed = execute(path, allow_errors=True)
+                failures = errors(executed, path.name)
+                report.problems += failures
                 write_notebook(executed, scratch / "solutions" / assignment / path.name)
-                if validate_notebooks:
+                if validate_notebooks and not failures:
                     log(f"{assignment}: checking the reference and the blank release")
-                    failed = failed_tests(executed)  # the reference's own run, scored as nbgrader scores it
-                    if failed:
-                        report.problems.append(f"{path.name}: the reference fails its own tests: {_short(failed)}")
+                    cells = {c["metadata"].get("nbgrader", {}).get("grade_id"): c for c in executed["cells"]}
+                    for failure in failed_tests(executed):  # what nbgrader would not score: stderr, say
+                        report.problems.append(f"{_where(path.name, cells.get(failure['grade_id'], {}))}: the "
+                                               f"reference fails its test: {_failure(failure['output'])}")
                     # Hidden-only test cells are empty in the release, so they pass there; they are
                     # graded with their tests restored (see tests/test_grading.py).
                     passed = [c for c in validate(released, invert=True).get("passed", [])
                               if ASSERTS.search(c["source"])]
-                    if passed:
-                        report.problems.append(f"{released.name}: the blank release passes some tests: {_short(passed)}")
+                    report.problems += _by_source(released, passed, "the blank release passes this test")
+            report.built.append(assignment)
+        if selected is None:
+            report.problems += check_readme_points(ROOT / "README.md", totals)
+        if report.problems:
+            return report
+        for assignment in report.built:
             for fresh, committed in ((scratch / "release" / assignment, RELEASE / assignment),
                                      (scratch / "solutions" / assignment, SOLUTIONS / assignment)):
                 for change in update(fresh, committed, write=write):
                     log(f"{assignment}: {'updated' if write else 'out of date:'} {change}")
                     report.changed.append(change)
-            report.built.append(assignment)
     return report
+
+
+def _nbgrader_line(done) -> str:
+    from .grade import _nbgrader_error
+
+    return _nbgrader_error(done.stdout + done.stderr, done.returncode)
 
 
 def failed_tests(executed: dict) -> list[dict]:
@@ -352,7 +533,3 @@ def _plain(value) -> str:
     if isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)):
         return _text(value)
     return json.dumps(value, sort_keys=True)
-
-
-def _short(result: dict) -> str:
-    return str(result)[:2000]

@@ -378,7 +378,7 @@ def demo(out: Path, workers: int = 2, build_first: bool = True, no_sandbox: bool
     """Build, write the class, grade it into ``out``, print the grade table."""
     from .build import build
     from . import sandbox
-    from .grade import NoSandbox, grade
+    from .grade import NoSandbox, grade, start_over
     from .show import table
 
     if build_first:
@@ -393,12 +393,14 @@ def demo(out: Path, workers: int = 2, build_first: bool = True, no_sandbox: bool
     for s in students:
         print(f"  {s.name:10} {s.did}", file=sys.stderr)
     try:
-        rows = grade(submissions, out / "graded", workers=workers, no_sandbox=no_sandbox)
+        # The demo's own folder: a fresh class every time, and every page written (as if graded by hand)
+        start_over(out / "graded")
+        rows = grade(submissions, out / "graded", workers=workers, no_sandbox=no_sandbox, feedback_now=True)
     except NoSandbox:
         # The demo's students are our own simulations, so grading them bare is safe; real classes are refused.
         print(f"course demo: this machine has no sandbox for student code, so the simulated class is graded "
               f"without one (every row says so). For real submissions, {sandbox.INSTALL_HINT}.", file=sys.stderr)
-        rows = grade(submissions, out / "graded", workers=workers, no_sandbox=True)
+        rows = grade(submissions, out / "graded", workers=workers, no_sandbox=True, feedback_now=True)
     print(table(rows))
     print(f"\ngrades:   {out / 'graded' / 'grades.csv'}\nfeedback: {out / 'graded' / 'feedback'}\n"
           f"report:   {out / 'graded' / 'report' / 'README.md'}")

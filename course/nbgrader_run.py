@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+# The checkout this package was installed from; the course folder is this one unless the `course`
+# command chose another (``--course DIR``, or the current directory when it holds nbgrader_config.py)
+# and said so in ROOFLAB_COURSE before anything here was imported.
+INSTALLED = Path(__file__).resolve().parent.parent
+ROOT = Path(os.environ["ROOFLAB_COURSE"]).resolve() if os.environ.get("ROOFLAB_COURSE") else INSTALLED
 SOURCE = ROOT / "source"
 RELEASE = ROOT / "release"
 SOLUTIONS = ROOT / "solutions"

@@ -1,7 +1,9 @@
-"""What grading leaves for the instructor: grades.csv, feedback/ and report/.
+"""What grading leaves for the instructor: grades.csv and report/.
 
-Scores come from nbgrader's gradebook; the mistakes come from the checker's
-``[mistake: ...]`` tags in the failing test cells of the graded notebooks.
+Scores come from nbgrader's gradebook (manual grades included); the mistakes come from the checker's
+``[mistake: ...]`` tags in the failing test cells of the graded notebooks.  The report has, per
+assignment, three figures (a heatmap of students by exercises, the named mistakes, the totals) and a
+README with the numbers behind them.
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ import csv
 import json
 import re
 import shutil
+import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 MISTAKE = re.compile(r"\[mistake: ([^\]]+)\]")
-COLUMNS = ["student", "assignment", "score", "max_score", "manual_pending", "status", "reason", "flags"]
+HEADING = re.compile(r"^#{1,3}\s+(.+?)\s*$", re.M)
+COLUMNS = ["student", "assignment", "score", "max_score", "manual_pending", "status", "reason", "flags",
+           "manual_score"]
 
 
 @dataclass
@@ -24,14 +29,17 @@ class Row:
 
     student: str
     assignment: str
-    score: float
-    max_score: float
-    manual_pending: float
+    score: float  # autograded points (a grader's override of a test cell included)
+    max_score: float  # autograded points possible
+    manual_pending: float  # points of written answers that wait for the instructor
     status: str  # "graded" or "ungradable"
     reason: str
-    cells: dict[str, tuple[float, float]] = field(default_factory=dict)  # grade_id -> (score, max)
+    cells: dict[str, tuple[float, float]] = field(default_factory=dict)  # grade_id -> (score, max), code cells
     mistakes: list[tuple[str, str]] = field(default_factory=list)  # (grade_id, mistake)
     flags: list[str] = field(default_factory=list)  # for the instructor: what the grader noticed
+    manual_score: float = 0.0  # points given by hand to written answers so far
+    manual_max: float = 0.0  # points of all written answers
+    failed_untagged: int = 0  # failing test cells whose message names no known mistake
 
     def as_csv(self) -> dict:
         return {
@@ -43,24 +51,30 @@ class Row:
             "status": self.status,
             "reason": self.reason,
             "flags": "; ".join(self.flags),
+            "manual_score": f"{self.manual_score:g}",
         }
 
 
-def _mistakes(path: Path) -> list[tuple[str, str]]:
-    """(grade_id, mistake) for every tagged failure in a graded notebook."""
+def _mistakes(path: Path) -> tuple[list[tuple[str, str]], int]:
+    """(grade_id, mistake) for every tagged failure in a graded notebook, and how many failures had no tag."""
     try:
         notebook = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return []
-    found = []
+        return [], 0
+    found, untagged = [], 0
     for cell in notebook.get("cells", []):
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        tagged = False
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         for output in cell.get("outputs", []):
             # The message is in evalue and again in the traceback: count it once.
             text = output.get("evalue") or " ".join(output.get("traceback", []))
             for mistake in dict.fromkeys(MISTAKE.findall(text)):
                 found.append((grade_id, mistake))
-    return found
+                tagged = True
+        if errors and grade_id and not tagged:
+            untagged += 1
+    return found, untagged
 
 
 def _record(root: Path, student: str, assignment: str) -> dict:
@@ -72,12 +86,16 @@ def _record(root: Path, student: str, assignment: str) -> dict:
     return record if isinstance(record, dict) else {}
 
 
-def collect_rows(root: Path, outcomes, problems: dict[str, str], isolation: str = "bwrap") -> list[Row]:
-    """One Row per outcome, reading scores from the gradebook in ``root``."""
+def collect_rows(root: Path, outcomes, problems: dict, isolation: str | None = None) -> list[Row]:
+    """One Row per outcome, reading scores from the gradebook in ``root``.
+
+    ``problems`` maps a student, or a (student, assignment), to why nbgrader's run failed.  Whether a
+    submission was graded without a sandbox is read from its record (or forced by ``isolation="none"``).
+    """
     from nbgrader.api import Gradebook, MissingEntry
 
     rows = []
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gradebook:
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", course_id="rooflab") as gradebook:
         maxima = {a.name: a.max_code_score for a in gradebook.assignments}
         for outcome in outcomes:
             top = maxima.get(outcome.assignment, 0.0)
@@ -92,28 +110,37 @@ def collect_rows(root: Path, outcomes, problems: dict[str, str], isolation: str 
             except MissingEntry:
                 submission = None
             if submission is None or not graded:
-                why = problems.get(outcome.student, "nbgrader produced no graded notebook")
+                why = (problems.get((outcome.student, outcome.assignment)) or problems.get(outcome.student)
+                       or "nbgrader produced no graded notebook")
                 rows.append(Row(outcome.student, outcome.assignment, 0.0, top, 0.0, "ungradable", _join(why, reason)))
                 continue
             record = _record(root, outcome.student, outcome.assignment)
             flags = list(record.get("lost", [])) + list(dict.fromkeys(record.get("flags", [])))
-            if isolation == "none":
+            if isolation == "none" or record.get("isolation") == "none":
                 flags.insert(0, "graded without a sandbox (--no-sandbox)")
             if record.get("problem"):
                 rows.append(Row(outcome.student, outcome.assignment, 0.0, top, 0.0, "ungradable",
                                 _join(record["problem"], reason), flags=flags))
                 continue
-            cells, pending = {}, 0.0
+            cells, pending, manual, manual_max = {}, 0.0, 0.0, 0.0
             for notebook in submission.notebooks:
                 for g in notebook.grades:
                     if g.cell_type == "code":
                         cells[g.name] = (float(g.score), float(g.max_score))
+                    else:
+                        manual_max += float(g.max_score)
+                        if not g.needs_manual_grade:
+                            manual += float(g.score)
                     if g.needs_manual_grade:
                         pending += float(g.max_score)
             score = sum(s for s, _ in cells.values())
-            mistakes = [m for path in graded for m in _mistakes(path)]
+            mistakes, untagged = [], 0
+            for path in graded:
+                found, missed = _mistakes(path)
+                mistakes += found
+                untagged += missed
             rows.append(Row(outcome.student, outcome.assignment, score, top, pending, "graded", reason, cells, mistakes,
-                            flags))
+                            flags, manual, manual_max, untagged))
     return sorted(rows, key=lambda r: (r.student, r.assignment))
 
 
@@ -122,18 +149,46 @@ def _join(*parts: str) -> str:
 
 
 def write(rows: list[Row], root: Path, out: Path) -> None:
-    """grades.csv, feedback/ and report/ under ``out``."""
+    """grades.csv and report/ under ``out`` (feedback/ is course.feedback's)."""
     with (out / "grades.csv").open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
         for row in rows:
             writer.writerow(row.as_csv())
-    feedback = out / "feedback"
-    if feedback.exists():
-        shutil.rmtree(feedback)
-    if (root / "feedback").exists():
-        shutil.copytree(root / "feedback", feedback)
     _report(rows, out / "report")
+
+
+def exercises(assignment: str) -> dict[str, str]:
+    """grade_id -> the heading it stands under in the source notebook ("Exercise 2: ..."), for grouping."""
+    from .nbgrader_run import SOURCE
+
+    found = {}
+    for path in sorted((SOURCE / assignment).glob("*.ipynb")):
+        try:
+            notebook = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        heading = None
+        for cell in notebook.get("cells", []):
+            text = "".join(cell["source"]) if isinstance(cell.get("source"), list) else cell.get("source", "")
+            meta = (cell.get("metadata", {}).get("nbgrader") or {})
+            if cell.get("cell_type") == "markdown" and not meta.get("solution"):
+                titles = HEADING.findall(text)
+                if titles and not text.lstrip().startswith("# "):  # the notebook's title is not an exercise
+                    heading = re.sub(r"\s*\([^)]*points?[^)]*\)\s*$", "", titles[0])
+            if meta.get("grade") and meta.get("grade_id"):
+                found[meta["grade_id"]] = heading or meta["grade_id"]
+    return found
+
+
+def _short(label: str, width: int = 28) -> str:
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
+def _brief(label: str) -> str:
+    """"Exercise 2: your own roofline calculator" -> "Exercise 2", for axes; other headings shortened."""
+    found = re.match(r"(Exercise\s+\d+)\b", label)
+    return found.group(1) if found else _short(label, 22)
 
 
 def _report(rows: list[Row], folder: Path) -> None:
@@ -150,52 +205,141 @@ def _report(rows: list[Row], folder: Path) -> None:
     for row in rows:
         by_assignment[row.assignment].append(row)
     for assignment, group in sorted(by_assignment.items()):
+        group = sorted(group, key=lambda r: r.student)
         graded = [r for r in group if r.status == "graded"]
+        broken = [r for r in group if r.status != "graded"]
+        waiting = [r for r in graded if r.manual_pending > 0]
         lines += [f"## {assignment}", "",
-                  f"{len(graded)} graded, {len(group) - len(graded)} ungradable.", ""]
-        exercises = sorted({g for r in graded for g in r.cells}, key=lambda g: _order(graded, g))
-        if exercises:
-            columns = min(4, len(exercises))
-            rows_needed = -(-len(exercises) // columns)
-            fig, axes = plt.subplots(rows_needed, columns, figsize=(3.2 * columns, 2.4 * rows_needed), squeeze=False)
-            for ax, grade_id in zip(axes.flat, exercises):
-                scores = [r.cells[grade_id][0] for r in graded if grade_id in r.cells]
-                top = max(r.cells[grade_id][1] for r in graded if grade_id in r.cells)
-                counts = Counter(scores)
-                values = sorted(set(counts) | {0.0, top})
-                ax.bar([f"{v:g}" for v in values], [counts.get(v, 0) for v in values], color="#4C72B0")
-                ax.set_title(grade_id, fontsize=8)
-                ax.set_xlabel(f"points (of {top:g})", fontsize=7)
-                ax.tick_params(labelsize=7)
-            for ax in list(axes.flat)[len(exercises):]:
-                ax.axis("off")
-            fig.suptitle(f"{assignment}: students per score, each exercise", fontsize=10)
-            fig.tight_layout()
-            image = f"{assignment}_scores.png"
-            fig.savefig(folder / image, dpi=100)
-            plt.close(fig)
-            lines += [f"![scores per exercise]({image})", "", "| exercise | full marks | zero |", "|---|---|---|"]
-            for grade_id in exercises:
-                scored = [r.cells[grade_id] for r in graded if grade_id in r.cells]
-                full = sum(s >= m for s, m in scored)
-                zero = sum(s == 0 for s, m in scored)
-                lines.append(f"| {grade_id} | {full}/{len(scored)} | {zero}/{len(scored)} |")
+                  f"{len(group)} submissions: {len(graded)} graded ({len(waiting)} with written answers still to "
+                  f"grade by hand), {len(broken)} ungradable.", ""]
+        labels = exercises(assignment)
+        columns = list(dict.fromkeys(labels.get(g, g) for r in graded for g in r.cells))
+        order = {label: i for i, label in enumerate(dict.fromkeys(labels.values()))}
+        columns.sort(key=lambda label: order.get(label, len(order)))
+        written = any(r.manual_max for r in graded)
+
+        def fraction(row: Row, label: str) -> float | None:
+            parts = [row.cells[g] for g in row.cells if labels.get(g, g) == label]
+            top = sum(m for _, m in parts)
+            return sum(s for s, _ in parts) / top if top else None
+
+        if group and (columns or written):
+            _heatmap(plt, group, columns, written, fraction, folder / f"{assignment}_heatmap.png", assignment)
+            lines += [f"![students by exercises]({assignment}_heatmap.png)", ""]
+        if graded and columns:
+            lines += ["| exercise | mean score | full marks | zero |", "|---|---|---|---|"]
+            for label in columns:
+                values = [v for v in (fraction(r, label) for r in graded) if v is not None]
+                lines.append(f"| {label} | {statistics.mean(values):.0%} | {sum(v >= 1 for v in values)}/{len(values)}"
+                             f" | {sum(v == 0 for v in values)}/{len(values)} |")
+            if written:
+                done = [r for r in graded if r.manual_pending == 0 and r.manual_max]
+                mean = f"{statistics.mean(r.manual_score / r.manual_max for r in done):.0%}" if done else "n/a"
+                lines.append(f"| written answer (by hand) | {mean} | graded for {len(done)}/{len(graded)} | |")
             lines.append("")
-        counted = Counter(m for r in graded for m in r.mistakes)
-        lines += ["Most frequent mistakes named by the checker:", ""]
+
+        # A mistake counts once per submission and exercise, however many of its test cells caught it.
+        who, where = defaultdict(set), defaultdict(set)
+        for r in graded:
+            for grade_id, mistake in r.mistakes:
+                key = (mistake, _brief(labels.get(grade_id, grade_id)))
+                who[key].add(r.student)
+                where[key].add(grade_id)
+        counted = Counter({key: len(students) for key, students in who.items()})
+        untagged = sum(r.failed_untagged for r in graded)
         if counted:
-            lines += [f"- {n} x {mistake} (in {grade_id})" for (grade_id, mistake), n in counted.most_common(10)]
+            _mistake_chart(plt, counted, folder / f"{assignment}_mistakes.png", assignment)
+            lines += [f"![mistakes named by the checker]({assignment}_mistakes.png)", "",
+                      "Mistakes the checker named (submissions with each):", ""]
+            lines += [f"- {n} x {mistake}, {label} ({', '.join(sorted(where[mistake, label]))})"
+                      for (mistake, label), n in counted.most_common(15)]
+            if untagged:
+                lines.append(f"- and {untagged} failing test cell(s) whose message named no known mistake")
+        elif untagged:
+            lines.append(f"The checker named no known mistake: the {untagged} failing test cell(s) failed in ways "
+                         "it has no name for (see the feedback pages for their messages).")
         else:
-            lines.append("- none")
+            lines.append("No test failed, so there is no mistake to name.")
         lines.append("")
-        problems = [r for r in group if r.status != "graded"]
-        if problems:
-            lines += ["Ungradable submissions:", ""] + [f"- {r.student}: {r.reason}" for r in problems] + [""]
+
+        if graded:
+            totals = [r.score for r in graded]
+            top = max(r.max_score for r in graded)
+            _totals_chart(plt, totals, top, folder / f"{assignment}_totals.png", assignment, len(broken))
+            lines += [f"![autograded totals]({assignment}_totals.png)", "",
+                      f"Autograded totals (of {top:g}): mean {statistics.mean(totals):.1f}, median "
+                      f"{statistics.median(totals):g}, lowest {min(totals):g}, highest {max(totals):g}.", ""]
+        if waiting:
+            lines += ["Waiting for manual grading (`course formgrader`):", ""]
+            lines += [f"- {r.student}: {r.manual_pending:g} points" for r in waiting] + [""]
+        if broken:
+            lines += ["Ungradable submissions:", ""] + [f"- {r.student}: {r.reason}" for r in broken] + [""]
     (folder / "README.md").write_text("\n".join(lines), encoding="utf-8")
 
 
-def _order(rows: list[Row], grade_id: str) -> int:
-    for row in rows:
-        if grade_id in row.cells:
-            return list(row.cells).index(grade_id)
-    return 0
+def _heatmap(plt, group: list[Row], columns: list[str], written: bool, fraction, path: Path, assignment: str):
+    import numpy as np
+
+    names = columns + (["written (by hand)"] if written else [])
+    grid = np.full((len(group), len(names)), np.nan)
+    notes = []
+    for i, row in enumerate(group):
+        if row.status != "graded":
+            notes.append((i, "ungradable"))
+            continue
+        for j, label in enumerate(columns):
+            value = fraction(row, label)
+            grid[i, j] = np.nan if value is None else value
+        if written:
+            if row.manual_pending > 0:
+                notes.append((i, "pending", len(names) - 1))
+            elif row.manual_max:
+                grid[i, len(names) - 1] = row.manual_score / row.manual_max
+    height = 1.6 + 0.32 * len(group)
+    fig, ax = plt.subplots(figsize=(2.2 + 0.55 * len(names), height))
+    cmap = plt.get_cmap("RdYlGn").with_extremes(bad="#dddddd")  # no score in that exercise: grey
+    image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0, vmax=1, aspect="auto")
+    for note in notes:
+        if note[1] == "ungradable":
+            ax.axhspan(note[0] - 0.5, note[0] + 0.5, color="#555555")
+            ax.text((len(names) - 1) / 2, note[0], "ungradable", ha="center", va="center", color="white", fontsize=8)
+        else:
+            ax.text(note[2], note[0], "?", ha="center", va="center", fontsize=9)
+    ax.set_xticks(range(len(names)), [_brief(n) for n in names], rotation=45, ha="right", fontsize=7)
+    ax.set_yticks(range(len(group)), [r.student for r in group], fontsize=7)
+    ax.set_title(f"{assignment}: share of each exercise's points (? = waiting for manual grading)", fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="score / points")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _mistake_chart(plt, counted: Counter, path: Path, assignment: str):
+    items = counted.most_common(15)[::-1]
+    fig, ax = plt.subplots(figsize=(7, 1.0 + 0.35 * len(items)))
+    ax.barh([f"{_short(m, 40)} ({label})" for (m, label), _ in items], [n for _, n in items], color="#C44E52")
+    ax.set_xlabel("submissions", fontsize=8)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.tick_params(labelsize=7)
+    ax.set_title(f"{assignment}: mistakes named by the checker", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _totals_chart(plt, totals: list[float], top: float, path: Path, assignment: str, ungradable: int):
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(6, 2.8))
+    bins = np.linspace(0, top, min(int(top), 20) + 1) if top > 0 else 10
+    ax.hist(totals, bins=bins, color="#4C72B0", edgecolor="white")
+    ax.set_xlim(0, max(top, 1))
+    ax.set_xlabel(f"autograded points (of {top:g})", fontsize=8)
+    ax.set_ylabel("students", fontsize=8)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    ax.tick_params(labelsize=7)
+    extra = f"; {ungradable} ungradable not shown" if ungradable else ""
+    ax.set_title(f"{assignment}: totals of {len(totals)} graded submissions{extra}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

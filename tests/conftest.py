@@ -35,7 +35,7 @@ def graded(tmp_path_factory):
             from course.grade import grade
 
             demo.write_class(folder / "submissions")
-            rows = grade(folder / "submissions", folder / "graded", workers=2, quiet=True)
+            rows = grade(folder / "submissions", folder / "graded", workers=2, quiet=True, feedback_now=True)
             (folder / "rows.pickle").write_bytes(pickle.dumps(rows))
         rows = pickle.loads((folder / "rows.pickle").read_bytes())
     return folder, {(r.student, r.assignment): r for r in rows}

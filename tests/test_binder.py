@@ -83,7 +83,7 @@ def test_a_clean_binder_environment_runs_the_release(tmp_path):
 
     extensions = run(str(venv / "bin" / "jupyter"), "labextension", "list")
     listed = extensions.stdout + extensions.stderr
-    for plugin in ("formgrader", "course-list", "create-assignment", "assignment-list"):
+    for plugin in ("formgrader", "course-list", "create-assignment", "assignment-list", "menu"):
         assert f"@jupyter/nbgrader:{plugin}" in listed.split("Disabled extensions:")[1]
     servers = run(str(venv / "bin" / "jupyter"), "server", "extension", "list")
     listed = re.sub(r"\x1b\[[0-9;]*m", "", servers.stdout + servers.stderr)
@@ -102,3 +102,13 @@ print(json.dumps([o.get("text", "") for c in nb.cells for o in c.outputs]))
     executed = run(str(python), "-c", script)
     assert executed.returncode == 0, executed.stderr[-3000:]
     assert "Llama-3-8B has 8.03 billion parameters" in executed.stdout
+
+
+def test_students_see_no_nbgrader_menu_or_panels():
+    post_build = (BINDER / "postBuild").read_text()
+    plugins = re.search(r"for plugin in ([^;]+);", post_build).group(1).split()
+    assert set(plugins) == {"formgrader", "course-list", "create-assignment", "assignment-list", "menu"}
+    readme = (ROOT / "README.md").read_text()
+    self_learners = readme[readme.index("## Self-learners"):readme.index("## Layout")]
+    commands = re.findall(r"^course .*$", self_learners, re.M)
+    assert commands and all(".venv" not in c for c in commands)  # the same command on Binder and locally

@@ -60,3 +60,35 @@ def test_check_says_why_it_cannot_find_hidden_tests(tmp_path):
 def test_grade_help_says_how_to_install_the_sandbox():
     shown = course("grade", "--help").stdout
     assert "bubblewrap" in shown and "--no-sandbox" in shown
+
+
+def test_help_lists_the_semester_jobs():
+    shown = course("--help").stdout
+    for job in ("formgrader", "feedback", "export"):
+        assert job in shown
+    assert "--fresh" in course("grade", "--help").stdout and "--feedback-now" in course("grade", "--help").stdout
+
+
+def _course_in(cwd, *args):
+    return subprocess.run([sys.executable, "-m", "course", *map(str, args)], cwd=cwd, capture_output=True, text=True)
+
+
+def test_every_command_says_which_course_folder(tmp_path):
+    here = _course_in(ROOT, "export", tmp_path / "nowhere")
+    assert f"course folder: {ROOT} (the current directory)" in here.stderr
+    assert here.returncode == 1 and "not a graded course" in here.stderr
+    elsewhere = _course_in(tmp_path, "feedback", tmp_path / "nowhere")
+    assert f"course folder: {ROOT} (the checkout `course` is installed from" in elsewhere.stderr
+    chosen = _course_in(tmp_path, "--course", ROOT, "feedback", tmp_path / "nowhere")
+    assert f"course folder: {ROOT} (--course)" in chosen.stderr
+    after = _course_in(tmp_path, "feedback", tmp_path / "nowhere", "--course", ROOT)
+    assert f"course folder: {ROOT} (--course)" in after.stderr
+    wrong = _course_in(tmp_path, "--course", tmp_path, "build")
+    assert wrong.returncode == 2 and "no nbgrader_config.py" in wrong.stderr
+
+
+def test_a_course_folder_other_than_the_checkout(tmp_path):
+    (tmp_path / "nbgrader_config.py").write_text((ROOT / "nbgrader_config.py").read_text())
+    (tmp_path / "source").mkdir()
+    listed = _course_in(tmp_path, "export", tmp_path / "nowhere")
+    assert f"course folder: {tmp_path} (the current directory)" in listed.stderr

@@ -183,7 +183,7 @@ def test_grades_csv_feedback_and_report(graded):
     with open(out / "grades.csv", newline="") as handle:
         table = list(csv.DictReader(handle))
     assert list(table[0]) == ["student", "assignment", "score", "max_score", "manual_pending", "status", "reason",
-                              "flags"]
+                              "flags", "manual_score"]
     assert {(r["student"], r["assignment"]) for r in table} == set(EXPECTED)
     feedback = out / "feedback" / "ada" / A / f"{A}.html"
     assert feedback.exists()
@@ -193,7 +193,7 @@ def test_grades_csv_feedback_and_report(graded):
     assert "milliseconds for seconds" in wrong
     report = (out / "report" / "README.md").read_text()
     assert "milliseconds for seconds" in report and "GB for GiB" in report
-    assert (out / "report" / f"{A}_scores.png").stat().st_size > 10_000
+    assert (out / "report" / f"{A}_heatmap.png").stat().st_size > 10_000
 
 
 SMALL = ["ada", "dmitri", "joan"]  # right, a unit mistake, a repaired notebook
