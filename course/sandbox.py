@@ -312,13 +312,13 @@ class Sandbox:
         margin = 5.0 + self.limits.cell_seconds
         while True:
             self._start()
-            current, began = None, time.monotonic()
+            current = None
             while True:
                 message = self._next(margin if current is not None else 60.0)
                 if isinstance(message, dict) and message.get("event") == "cell":
                     index = message.get("index")
                     if isinstance(index, int) and 0 <= index < len(self.notebook["cells"]):
-                        current, began = index, time.monotonic()
+                        current = index
                     continue
                 if isinstance(message, dict) and message.get("event") == "lost":
                     died = message.get("why") == "DeadKernelError"
