@@ -28,7 +28,8 @@ def test_check_scores_the_visible_tests_with_hints(tmp_path):
     wrong = course("check", "--hidden", str(submissions / "dmitri" / "01_two_phases" / "01_two_phases.ipynb"))
     assert wrong.returncode == 1 and "32/40 points" in wrong.stdout
     assert "[mistake: milliseconds for seconds]" in wrong.stdout
-    assert right.stderr == wrong.stderr == ""  # quiet: no kernel warnings
+    # quiet: no kernel warnings, only the course folder every command names
+    assert right.stderr == wrong.stderr == f"course folder: {ROOT} (the current directory)\n"
 
 
 def test_grade_refuses_a_missing_folder(tmp_path):

@@ -213,19 +213,24 @@ def quantization_figure(model: Model | str, device: Hardware | str, max_len: int
 
 
 def crossover_figure(model: Model | str, device: Hardware | str, output_lens=(64, 256), contexts=(0, 4000),
-                     max_prompt: int = 131072, max_batch_shown: int = 2048):
+                     max_prompt: int = 131072, max_batch_shown: int = 2048, figure=None):
     """Three panels, each with its crossing marked where there is one, within the model's context.
 
     Left: share of prefill FLOPs in attention against the prompt (half at attention_crossover_len).
     Middle: TTFT against the decode time of answers of ``output_lens`` tokens.
     Right: a decode step's operations against batch at ``contexts``: the body's compute and memory
     time (they cross near the ridge batch at any context) and attention's time (memory-bound).
-    Configurations that do not fit in memory are grey and dotted.  Returns the Figure.
+    Configurations that do not fit in memory are grey and dotted.  Draws on ``figure`` (a
+    matplotlib Figure of the caller's, as the explorer passes) or a new pyplot one.  Returns the Figure.
     """
     from .crossover import attention_crossover_len, attention_share, decode_compute_bound_batch, ttft_exceeds_decode_len
 
     limit = _max_context(model)
-    fig, (left, middle, right) = plt.subplots(1, 3, figsize=(14, 4.0))
+    if figure is None:
+        fig, (left, middle, right) = plt.subplots(1, 3, figsize=(14, 4.0))
+    else:
+        fig = figure
+        left, middle, right = fig.subplots(1, 3)
     prompts = np.unique(np.geomspace(128, min(max_prompt, limit), 200).round().astype(int))
     left.semilogx(prompts, attention_share(model, prompts), color="black")
     half = attention_crossover_len(model)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import ipywidgets as w
-import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from . import plots
@@ -172,8 +171,10 @@ def crossover_explorer(devices: tuple[str, ...] = ("L4", "A100-80GB", "H100-SXM"
         text = explain_crossovers(model.value, device.value, output.value, context.value)
         print(text)
         if not text.startswith("Not possible"):
-            plots.crossover_figure(model.value, device.value, output_lens=(output.value,), contexts=(context.value,))
-            _show()
+            figure = Figure(figsize=(14, 4.0))
+            plots.crossover_figure(model.value, device.value, output_lens=(output.value,), contexts=(context.value,),
+                                   figure=figure)
+            _show(figure)
 
     return _explorer([[model, device], [output, context]], render)
 
@@ -235,8 +236,8 @@ def load_explorer(devices: tuple[str, ...] = ("L4", "L40S", "A100-80GB", "H100-S
     return _explorer([[model, device], [precision, tp], [prompt, output], [ttft, itl]], render)
 
 
-def _show(figure: Figure | None = None) -> None:
-    """Render ``figure`` (or every open pyplot figure) to PNG here, and display the image.
+def _show(figure: Figure) -> None:
+    """Render ``figure`` to PNG here, and display the image.
 
     The explorers draw on figures of their own, outside pyplot, and render them
     with the Agg canvas: with ``plt.show()`` the first redraw after a change in
@@ -248,9 +249,6 @@ def _show(figure: Figure | None = None) -> None:
     from IPython.display import Image, display
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    if figure is None:  # a figure a plots function made with pyplot: take it out of pyplot's hands first
-        figure = plt.gcf()
-        plt.close(figure)
     buffer = io.BytesIO()
     FigureCanvasAgg(figure).print_png(buffer)
     display(Image(data=buffer.getvalue(), format="png"))
