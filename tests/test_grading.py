@@ -28,6 +28,7 @@ import pytest
 
 from course import demo
 from course.grade import grade
+from tests.conftest import BARE
 
 pytestmark = pytest.mark.slow
 
@@ -211,9 +212,9 @@ def test_same_grades_twice_with_one_or_two_workers_from_a_folder_or_a_zip(tmp_pa
     with zipfile.ZipFile(archive, "w") as handle:
         for path in submissions.rglob("*.ipynb"):
             handle.write(path, path.relative_to(tmp_path / "class"))  # inside one top folder, as an LMS exports
-    one = grade(submissions, tmp_path / "one", workers=1, quiet=True)
-    two = grade(archive, tmp_path / "two", workers=2, quiet=True)
-    again = grade(archive, tmp_path / "two", workers=2, quiet=True)  # over the previous run's output
+    one = grade(submissions, tmp_path / "one", workers=1, quiet=True, no_sandbox=BARE)
+    two = grade(archive, tmp_path / "two", workers=2, quiet=True, no_sandbox=BARE)
+    again = grade(archive, tmp_path / "two", workers=2, quiet=True, no_sandbox=BARE)  # over the previous run's output
     assert _scores(one) == _scores(two) == _scores(again)
     assert {(r.student, r.assignment): r.score for r in one} == {
         key: value[0] for key, value in EXPECTED.items() if key[0] in SMALL and key[1] == A}

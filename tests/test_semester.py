@@ -24,6 +24,7 @@ from course import demo
 from course.formgrader import free_port, get
 from course.grade import grade
 from course.nbgrader_run import ROOT, SOLUTIONS
+from tests.conftest import BARE
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +41,7 @@ def _students(*names):
 def term(tmp_path_factory):
     folder = tmp_path_factory.mktemp("term")
     demo.write_class(folder / "week1", selected=[A], students=_students("ada", "dmitri", "katherine"))
-    rows = grade(folder / "week1", folder / "graded", workers=2, quiet=True)
+    rows = grade(folder / "week1", folder / "graded", workers=2, quiet=True, no_sandbox=BARE)
     return folder / "graded", {r.student: r for r in rows}
 
 
@@ -121,7 +122,7 @@ def test_regrade_merges_and_keeps_manual_grades(graded, tmp_path):
     answer["source"] = "Decode follows memory bandwidth, so buy bandwidth."
     (late / "dmitri" / A / f"{A}.ipynb").write_text(json.dumps(notebook))
 
-    rows = {r.student: r for r in grade(late, graded, workers=2, quiet=True)}
+    rows = {r.student: r for r in grade(late, graded, workers=2, quiet=True, no_sandbox=BARE)}
 
     # nothing lost: katherine was not in this run and keeps her row; cora did the first half (2+4+3+4+4+4)
     assert {s: (r.score, r.status, r.manual_pending) for s, r in rows.items()} == {
@@ -151,7 +152,7 @@ def test_a_changed_source_regrades_what_was_graded_against_it(graded, tmp_path):
     ada_graded = graded / "nbgrader" / "autograded" / "ada" / A / f"{A}.ipynb"
     before = ada_graded.stat().st_mtime_ns
     (tmp_path / "nobody").mkdir()
-    rows = {r.student: r for r in grade(tmp_path / "nobody", graded, quiet=True)}  # a run that brings nothing
+    rows = {r.student: r for r in grade(tmp_path / "nobody", graded, quiet=True, no_sandbox=BARE)}  # a run that brings nothing
     assert ada_graded.stat().st_mtime_ns != before  # graded again, from submitted/
     assert {s: (r.score, r.status, r.manual_pending) for s, r in rows.items()} == {
         "ada": (40, "graded", 0), "dmitri": (32, "graded", 10), "katherine": (0, "ungradable", 0)}
