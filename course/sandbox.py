@@ -130,7 +130,7 @@ def _bwrap_prefix(limits: SandboxLimits) -> list[str]:
                "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
     if os.geteuid() != 0:
         command += ["--unshare-user"]  # an unprivileged grader gets its isolation from a user namespace
-    made: set[Path] = set()
+    made: set[Path] = {Path("/tmp"), Path("/dev"), Path("/proc")}  # mounted below, before any bind
 
     def parents(path: Path) -> list[str]:
         # bwrap makes missing mount points 0700 and root-owned: open them to the sandbox's uid.
@@ -141,15 +141,16 @@ def _bwrap_prefix(limits: SandboxLimits) -> list[str]:
                 args += ["--perms", "0755", "--dir", str(parent)]
         return args
 
+    # The private /tmp first: a Python environment that lives under /tmp is then bound on top of it, not hidden.
+    command += ["--proc", "/proc", "--dev", "/dev",
+                "--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", "/tmp",
+                "--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", "/dev/shm"]
     for path in _read_only_paths():
         if path.is_symlink():
             command += ["--symlink", os.readlink(path), str(path)]
         else:
             command += parents(path) + ["--ro-bind", str(path), str(path)]
-    command += ["--proc", "/proc", "--dev", "/dev",
-                "--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", "/tmp",
-                "--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", "/dev/shm",
-                "--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", HOME,
+    command += ["--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", HOME,
                 "--perms", "0755", "--dir", "/grader",
                 "--ro-bind", str(RUNNER), "/grader/kernel_runner.py",
                 "--ro-bind", str(matplotlib_cache()), "/grader/matplotlib", "--chdir", HOME, "--clearenv"]
