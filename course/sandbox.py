@@ -236,6 +236,7 @@ class Sandbox:
     lost: list[Lost] = field(default_factory=list)
     restarts: int = 0
     _process: subprocess.Popen | None = None
+    _scratch: tempfile.TemporaryDirectory | None = None
     _lines: queue.Queue | None = None
     executed: dict | None = None
     started_seconds: list[float] = field(default_factory=list)
@@ -243,10 +244,16 @@ class Sandbox:
     # -- the process ------------------------------------------------------
     def _start(self) -> None:
         started = time.perf_counter()
+        home, folder = HOME, "/"
+        if self.kind == NO_SANDBOX:
+            # No private tmpfs here: a folder of its own, so that runners side by side keep their kernels'
+            # sockets and files apart.
+            self._scratch = tempfile.TemporaryDirectory(prefix="rooflab-grade-")
+            home = folder = self._scratch.name
         self._process = subprocess.Popen(
             command(self.kind, self.limits, self.hide), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True, env=_environment(HOME) | {"PATH": os.environ["PATH"]},
-            cwd="/", close_fds=True)
+            stderr=subprocess.DEVNULL, start_new_session=True, env=_environment(home) | {"PATH": os.environ["PATH"]},
+            cwd=folder, close_fds=True)
         self.started_seconds.append(time.perf_counter() - started)
         self._lines = queue.Queue()
         threading.Thread(target=self._read, args=(self._process.stdout, self._lines), daemon=True).start()
@@ -306,6 +313,9 @@ class Sandbox:
             except OSError:
                 pass
         self._process = None
+        if self._scratch is not None:  # after the kill: nothing writes there any more
+            self._scratch.cleanup()
+            self._scratch = None
 
     # -- running the notebook --------------------------------------------
     def run(self) -> dict:
