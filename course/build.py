@@ -32,7 +32,7 @@ from .nbgrader_run import (RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrad
                            write_notebook)
 
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
-ASSERTS = re.compile(r"check\.(quantity|number|choice)\(|\bassert\b")
+ASSERTS = re.compile(r"check\.(exercise|quantity|number|choice)\(|\bassert\b")
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 

@@ -245,6 +245,9 @@ def derived_names(code: str) -> dict[str, frozenset[str] | None]:
     """
     found: dict[str, frozenset[str] | None] = {}
     for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "exercise":
+            found.update(_exercise_derivations(node))
+            continue
         if not isinstance(node, ast.With):
             continue
         context = node.items[0].context_expr
@@ -258,6 +261,30 @@ def derived_names(code: str) -> dict[str, frozenset[str] | None]:
             if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
                 found[sub.func.id] = banned or None
     return found
+
+
+def _exercise_derivations(call: ast.Call) -> dict[str, frozenset[str] | None]:
+    """For ``check.exercise("name", f, g, ...)``: the student's functions it passes, if the exercise is a derivation."""
+    from rooflab import earlier, exercises
+
+    from .source_rules import LIBRARY_ANSWERS
+
+    if not (call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)):
+        return {}
+    try:
+        spec = exercises.get(call.args[0].value)
+    except KeyError:
+        return {}
+    if not spec.derive:
+        return {}
+    if spec.derive is True:
+        order = list(exercises.ASSIGNMENTS)
+        # What earlier assignments wrote may be built on; everything else the library answers is banned.
+        allowed = {f for f, written in earlier.WRITTEN_IN.items() if order.index(written) < order.index(spec.assignment)}
+        banned = frozenset(LIBRARY_ANSWERS - allowed) if allowed else None
+    else:
+        banned = frozenset(dotted.rpartition(".")[2] for dotted in spec.derive)
+    return {a.id: banned for a in call.args[1:] if isinstance(a, ast.Name)}
 
 
 @dataclass

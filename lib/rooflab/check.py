@@ -34,7 +34,8 @@ import pint
 
 from .units import Q_, ureg
 
-__all__ = ["quantity", "number", "choice", "derive_yourself", "reference", "MISTAKE_TAG"]
+__all__ = ["exercise", "record", "reveal", "quantity", "number", "choice", "derive_yourself", "reference",
+           "MISTAKE_TAG"]
 
 MISTAKE_TAG = "[mistake: "
 
@@ -42,6 +43,7 @@ _PREFIXES = ("ms", "s", "us", "GB", "GiB", "TB", "B", "TFLOP", "GFLOP", "FLOP", 
 
 
 def _fail(message: str, mistake: str | None = None) -> None:
+    __tracebackhide__ = True  # IPython shows the test cell's line and this message, not the checker's frames
     if mistake:
         message = f"{message} {MISTAKE_TAG}{mistake}]"
     raise AssertionError(message)
@@ -80,35 +82,55 @@ def _describe(value: pint.Quantity) -> str:
     return f"{value:.4g~P}" if np.ndim(value.magnitude) == 0 else f"{value:~P}"
 
 
-# Ratios that betray a known mistake, with the mistake's name.  Checked in this order.
+# Ratios that betray a known mistake: (factor, the mistake, how far off, the dimension it can happen in).
+# A mistake is named only where it can happen: "GB for GiB" for bytes (and rates of bytes), never for FLOPs.
+_INFORMATION, _TIME, _NONE = "[information]", "[time]", ""
 _FACTORS = [
-    (1e3, "milliseconds for seconds", "off by a factor of 1000"),
-    (1e6, "microseconds for seconds", "off by a factor of a million"),
-    (1e9, "a unit prefix (G for none?)", "off by a factor of 10^9"),
-    (1e12, "a unit prefix (T for none?)", "off by a factor of 10^12"),
-    (2**30 / 1e9, "GB for GiB", "off by 1.074 (2^30 / 10^9)"),
-    (2**20 / 1e6, "MB for MiB", "off by 1.049 (2^20 / 10^6)"),
-    (2**40 / 1e12, "TB for TiB", "off by 1.100 (2^40 / 10^12)"),
-    (8.0, "bits for bytes", "off by a factor of 8"),
-    (100.0, "a percentage for a fraction", "off by a factor of 100"),
+    (1e3, "milliseconds for seconds", "off by a factor of 1000", _TIME),
+    (1e6, "microseconds for seconds", "off by a factor of a million", _TIME),
+    (1e9, "a unit prefix (G for none?)", "off by a factor of 10^9", None),
+    (1e12, "a unit prefix (T for none?)", "off by a factor of 10^12", None),
+    (2**30 / 1e9, "GB for GiB", "off by 1.074 (2^30 / 10^9)", _INFORMATION),
+    (2**20 / 1e6, "MB for MiB", "off by 1.049 (2^20 / 10^6)", _INFORMATION),
+    (2**40 / 1e12, "TB for TiB", "off by 1.100 (2^40 / 10^12)", _INFORMATION),
+    (8.0, "bits for bytes", "off by a factor of 8", _INFORMATION),
+    (100.0, "a percentage for a fraction", "off by a factor of 100", _NONE),
 ]
+# Factors this close to 1 are told apart from a missing term only when they match almost exactly.
+_NEAR_ONE = 0.002
+
+
+def _possible(dimension: str | None, expected_dim) -> bool:
+    """Whether a mistake of ``dimension`` can happen in a quantity of ``expected_dim``."""
+    text = str(expected_dim)
+    if dimension is None:
+        return True
+    if dimension == _NONE:
+        return not expected_dim
+    return dimension in text
 
 
 def _factor_mistake(ratio: float, expected_dim, rel: float, extra: dict[str, float]) -> tuple[str, str] | None:
-    candidates = [(f, name, f"off by a factor of {f:g}") for name, f in extra.items()] + list(_FACTORS)
+    candidates = [(f, name, f"off by a factor of {f:g}", None) for name, f in extra.items()] + list(_FACTORS)
     if "[information]" in str(expected_dim):
-        candidates.append((2.0, "forgot K and V (or the 2 bytes of an fp16 value)", "off by a factor of 2"))
+        candidates.append((2.0, "forgot K and V (or the 2 bytes of an fp16 value)", "off by a factor of 2", None))
     elif "[computation]" in str(expected_dim):
-        candidates.append((2.0, "forgot 2 FLOPs per multiply-add", "off by a factor of 2"))
+        candidates.append((2.0, "forgot 2 FLOPs per multiply-add", "off by a factor of 2", None))
     else:
-        candidates.append((2.0, "a factor of 2", "off by a factor of 2"))
-    for factor, mistake, phrase in candidates:
-        if factor <= 0 or factor == 1:
+        candidates.append((2.0, "a factor of 2", "off by a factor of 2", None))
+    for factor, mistake, phrase, dimension in candidates:
+        if factor <= 0 or factor == 1 or not _possible(dimension, expected_dim):
             continue
+        close = min(rel, _NEAR_ONE) if factor < 1.2 else rel
         for f in (factor, 1 / factor):
-            if abs(ratio / f - 1) <= rel:
+            if abs(ratio / f - 1) <= close:
                 return phrase, mistake
     return None
+
+
+def _percent(rel: float) -> str:
+    """A tolerance as it is: 0.005 -> '0.5%', 0.02 -> '2%'."""
+    return f"{rel * 100:.3g}%"
 
 
 def quantity(
@@ -124,6 +146,7 @@ def quantity(
     ``accept`` lists other values that are also right (a second counting convention).
     ``mistakes`` maps a mistake's name to the factor it would cause ({"query heads for KV heads": 4}).
     """
+    __tracebackhide__ = True
     expected = _as_ours(expected, "expected")
     if expected is None:
         raise TypeError("the reference must be a quantity; use rooflab.check.number for plain numbers")
@@ -165,8 +188,9 @@ def quantity(
     found = _factor_mistake(worst, expected.dimensionality, rel, mistakes)
     if found:
         phrase, mistake = found
-        _fail(f"{name} = {_describe(got)} is {phrase} from the expected {want}.", mistake)
-    _fail(f"{name} = {shown}, expected {want} (within {rel:.0%}); it is {worst:.3g} times the reference.")
+        _fail(f"{name} = {shown} is {phrase} from the expected {want}.", mistake)
+    _fail(f"{name} = {shown}, expected {want} (within {_percent(rel)}); it is {worst:.4g} times the expected "
+          "value, which is no slip of units or a known factor: look for a term left out or counted twice.")
 
 
 def _bare_hint(plain, expected: pint.Quantity) -> str:
@@ -184,6 +208,7 @@ def _bare_hint(plain, expected: pint.Quantity) -> str:
 
 
 def _wrong_dimension(got: pint.Quantity, expected: pint.Quantity, name: str) -> None:
+    __tracebackhide__ = True
     time = ureg.get_dimensionality("[time]")
     got_dim, want_dim = got.dimensionality, expected.dimensionality
     if got_dim == want_dim / time:
@@ -208,12 +233,14 @@ def _wrong_dimension(got: pint.Quantity, expected: pint.Quantity, name: str) -> 
 def number(answer: object, expected: float, name: str = "answer", rel: float = 0.02, accept: tuple = (),
            mistakes: dict[str, float] | None = None) -> None:
     """Check a plain number (a ratio, a count, a fraction) like :func:`quantity`."""
+    __tracebackhide__ = True
     quantity(answer, Q_(_plain(expected, "expected"), ""), name=name, rel=rel,
              accept=tuple(Q_(_plain(a, "accepted value"), "") for a in accept), mistakes=mistakes)
 
 
 def choice(answer: object, expected: str, name: str = "answer", options: dict[str, tuple[str, ...]] | None = None) -> None:
     """Check a word answer.  ``options`` maps each allowed answer to its accepted spellings."""
+    __tracebackhide__ = True
     if not isinstance(answer, str):
         _fail(f"{name} should be a string, got {type(answer).__name__} {answer!r}.")
     options = options or {expected: (expected,)}
@@ -307,3 +334,71 @@ def reference():
     sys.modules[_REFERENCE] = module
     spec.loader.exec_module(module)
     return module
+
+
+# -- the one-line test cells ------------------------------------------------------
+
+def exercise(name: str, *answers, cases: list | None = None) -> None:
+    """Check the student's ``answers`` to the exercise ``name`` on its visible cases (or on ``cases``).
+
+    Prints how many cases passed; raises AssertionError naming the first failing
+    case and the likely mistake.  Where the exercise asks for a derivation, the
+    library's answers are switched off while the student's code runs.
+    """
+    __tracebackhide__ = True
+    from . import exercises
+
+    spec = exercises.get(name)
+    rl = importlib.import_module(__package__)
+    ref = reference()
+    cases = spec.visible if cases is None else tuple(cases)
+    banned = spec.banned()
+    for case in cases:
+        with derive_yourself(*banned) if banned else _nothing():
+            spec.run(answers, case, ref, rl)
+    print(f"{name}: {len(cases)} case{'s' if len(cases) != 1 else ''} right.")
+
+
+@contextmanager
+def _nothing():
+    yield
+
+
+def _matched(question, answer: object) -> str | None:
+    """The option ``answer`` names, or None if it names none (or is not a string)."""
+    if not isinstance(answer, str):
+        return None
+    said = _spelling(answer)
+    for key, spellings in question.options.items():
+        if said == _spelling(key) or said in {_spelling(s) for s in spellings}:
+            return key
+    return None
+
+
+def record(name: str, answer: object) -> None:
+    """Take note of a prediction (it is not graded) and say where it will be revisited."""
+    from . import exercises
+
+    question = exercises.get_question(name)
+    chosen = _matched(question, answer)
+    if chosen is None:
+        print(f"{name} = {answer!r} is not one of the options ({', '.join(repr(k) for k in question.options)}): "
+              "pick one, then run this cell again.")
+        return
+    later = f" {question.revisited_in} shows whether the numbers agree." if question.revisited_in else ""
+    print(f"Noted: {name} = {chosen!r}.{later}")
+
+
+def reveal(name: str, answer: object) -> None:
+    """Compare a prediction or an answer read off a plot with what the numbers say, and explain; never graded."""
+    from . import exercises
+
+    question = exercises.get_question(name)
+    chosen = _matched(question, answer)
+    if chosen is None:
+        said = f"You did not pick one of the options for {name}"
+    elif chosen == question.answer:
+        said = f"You said {chosen!r}, and the numbers agree"
+    else:
+        said = f"You said {chosen!r}; the numbers say {question.answer!r}"
+    print(f"{said}. {question.explain(reference())}")

@@ -1,0 +1,153 @@
+"""The course's exercises, as the checker runs them.
+
+A notebook's test cell is one line, ``check.exercise("prefill_flops", prefill_flops)``.
+The line names an :class:`Exercise` registered here: how to call the student's
+answer on one case, what the right answer is (computed from the checker's
+private copy of the library), and the visible cases.  The visible cases are
+chosen so that every mistake on the course's list fails at least one of them
+(``tests/test_exercises.py`` feeds each listed mistake to prove it).  Hidden
+cases are not here: they sit in the instructor's hidden test cells
+(``check.exercise(name, answer, cases=[...])``) and never reach a student.
+
+Predictions and questions that are revealed, not graded, are :class:`Question` s.
+
+One module per assignment registers its exercises: :mod:`.two_phases`,
+:mod:`.kv_cache`, :mod:`.quantization`, :mod:`.crossover`, :mod:`.under_load`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = ["Exercise", "Question", "exercise", "question", "get", "get_question", "all_exercises", "ASSIGNMENTS"]
+
+# Module of each assignment's exercises, in course order.
+ASSIGNMENTS = {
+    "01_two_phases": "two_phases",
+    "02_kv_cache": "kv_cache",
+    "03_quantization": "quantization",
+    "04_crossover": "crossover",
+    "05_under_load": "under_load",
+}
+
+_EXERCISES: dict[str, "Exercise"] = {}
+_QUESTIONS: dict[str, "Question"] = {}
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One graded exercise: ``run(answers, case, ref, rl)`` raises AssertionError when a case is wrong.
+
+    ``answers`` are what the test cell passed after the name (the student's
+    functions or values), ``ref`` is the checker's private copy of the library
+    (expected values), ``rl`` the library the student's code sees (arguments).
+    ``derive`` is True when the library's answers are switched off while the
+    student's code runs, or a tuple of dotted names ("crossover.balanced_output_len")
+    when only those are.
+    """
+
+    name: str
+    assignment: str
+    run: Callable
+    visible: tuple
+    derive: bool | tuple[str, ...] = False
+    describe: Callable[[tuple], str] = repr
+
+    def banned(self) -> tuple:
+        """The library functions switched off while the student's code runs (empty: none)."""
+        if self.derive is True:
+            from .. import earlier
+            from ..check import library_answers
+
+            order = list(ASSIGNMENTS)
+            # The course's versions of this assignment's exercises and later ones; earlier ones are to build on.
+            own = [getattr(earlier, name) for name, written in earlier.WRITTEN_IN.items()
+                   if order.index(written) >= order.index(self.assignment)]
+            return tuple(library_answers()) + tuple(own)
+        found = []
+        for dotted in self.derive or ():
+            module, _, attribute = dotted.rpartition(".")
+            found.append(getattr(importlib.import_module(f"rooflab.{module}"), attribute))
+        return tuple(found)
+
+
+@dataclass(frozen=True)
+class Question:
+    """A prediction or a question about a plot: revealed with its explanation, never graded.
+
+    ``options`` maps each allowed answer to its other accepted spellings;
+    ``explain(ref)`` returns the explanation with the numbers that settle it.
+    """
+
+    name: str
+    assignment: str
+    answer: str
+    options: dict[str, tuple[str, ...]]
+    explain: Callable
+    revisited_in: str = ""
+
+
+def exercise(name: str, assignment: str, visible: list, derive: bool | tuple[str, ...] = False,
+             describe: Callable[[tuple], str] = repr) -> Callable:
+    """Register the decorated ``run(answers, case, ref, rl)`` as the exercise ``name``."""
+
+    def register(run: Callable) -> Callable:
+        if name in _EXERCISES:
+            raise ValueError(f"exercise {name!r} is registered twice")
+        _EXERCISES[name] = Exercise(name, assignment, run, tuple(visible), derive, describe)
+        return run
+
+    return register
+
+
+def question(name: str, assignment: str, answer: str, options: dict[str, tuple[str, ...]],
+             revisited_in: str = "") -> Callable:
+    """Register the decorated ``explain(ref)`` as the explanation of the question ``name``."""
+
+    def register(explain: Callable) -> Callable:
+        if name in _QUESTIONS:
+            raise ValueError(f"question {name!r} is registered twice")
+        _QUESTIONS[name] = Question(name, assignment, answer, options, explain, revisited_in)
+        return explain
+
+    return register
+
+
+def _load() -> None:
+    for module in ASSIGNMENTS.values():
+        try:
+            importlib.import_module(f"{__name__}.{module}")
+        except ModuleNotFoundError as error:
+            if error.name != f"{__name__}.{module}":
+                raise
+
+
+def get(name: str) -> Exercise:
+    """The exercise called ``name``; KeyError naming the known ones if there is none."""
+    _load()
+    if name not in _EXERCISES:
+        raise KeyError(f"no exercise called {name!r}; the course has {', '.join(sorted(_EXERCISES))}")
+    return _EXERCISES[name]
+
+
+def get_question(name: str) -> Question:
+    """The question called ``name``; KeyError naming the known ones if there is none."""
+    _load()
+    if name not in _QUESTIONS:
+        raise KeyError(f"no question called {name!r}; the course has {', '.join(sorted(_QUESTIONS))}")
+    return _QUESTIONS[name]
+
+
+def all_exercises() -> list[Exercise]:
+    """Every registered exercise, in course order."""
+    _load()
+    order = list(ASSIGNMENTS)
+    return sorted(_EXERCISES.values(), key=lambda e: order.index(e.assignment))
+
+
+def all_questions() -> list[Question]:
+    """Every registered question."""
+    _load()
+    return list(_QUESTIONS.values())

@@ -1,0 +1,134 @@
+"""Every exercise: the reference passes its visible cases, every listed mistake fails one, and the cells are one line.
+
+The reference answers are the source notebooks' own solution cells, run here;
+the mistakes are in tests/exercise_mistakes.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import json
+import re
+
+import matplotlib
+import pytest
+
+from course.nbgrader_run import SOURCE, assignments
+from rooflab import check, exercises
+from rooflab.check import MISTAKE_TAG
+
+from exercise_mistakes import MISTAKES
+
+matplotlib.use("Agg")
+
+
+def _cells(assignment):
+    path = next((SOURCE / assignment).glob("*.ipynb"))
+    return json.loads(path.read_text())["cells"]
+
+
+def _grading(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _exercise_calls(assignment, visible=True):
+    """(exercise name, names of the answers passed) of each graded test cell's check.exercise call."""
+    found = []
+    for cell in _cells(assignment):
+        meta = _grading(cell)
+        if not (meta.get("grade") and cell["cell_type"] == "code"):
+            continue
+        if meta["grade_id"].endswith("_hidden") == visible:
+            continue
+        for node in ast.walk(ast.parse(cell["source"])):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "check.exercise":
+                found.append((node.args[0].value, [a.id for a in node.args[1:]], meta["grade_id"]))
+    return found
+
+
+_SOLVED: dict[str, dict] = {}
+
+
+def solved(assignment):
+    """The namespace of the source notebook's setup, given and answer cells, run (not its tests or displays)."""
+    if assignment not in _SOLVED:
+        namespace: dict = {}
+        for cell in _cells(assignment):
+            meta = _grading(cell)
+            if cell["cell_type"] != "code" or meta.get("grade") or not meta:
+                continue
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(cell["source"], f"<{cell['id']}>", "exec"), namespace)  # noqa: S102 - course source
+        _SOLVED[assignment] = namespace
+    return _SOLVED[assignment]
+
+
+VISIBLE = [(a, name, answers) for a in assignments() for name, answers, _ in _exercise_calls(a)]
+LISTED = [(name, mistake) for name, mistakes in MISTAKES.items() for mistake in mistakes]
+
+
+def _assignment_of(name):
+    return exercises.get(name).assignment
+
+
+def _answers(name):
+    return next(answers for _, n, answers in VISIBLE if n == name)
+
+
+@pytest.mark.parametrize("assignment, name, answers", VISIBLE, ids=[v[1] for v in VISIBLE])
+def test_reference_passes_the_visible_and_hidden_cases(assignment, name, answers):
+    namespace = solved(assignment)
+    check.exercise(name, *[namespace[a] for a in answers])
+    for cell in _cells(assignment):
+        if _grading(cell).get("grade") and f'check.exercise("{name}"' in cell["source"]:
+            exec(compile(cell["source"], "<test>", "exec"), dict(namespace, check=check))  # noqa: S102
+
+
+@pytest.mark.parametrize("name, mistake", LISTED, ids=[f"{n}: {m}" for n, m in LISTED])
+def test_each_listed_mistake_fails_a_visible_case(name, mistake):
+    wrong = MISTAKES[name][mistake](solved(_assignment_of(name)))
+    with pytest.raises(AssertionError) as failure:
+        check.exercise(name, *wrong)
+    named = re.findall(re.escape(MISTAKE_TAG) + r"(.*?)\]", str(failure.value))
+    checker_names = {m for _, m, _, _ in check._FACTORS} | {
+        "forgot 2 FLOPs per multiply-add", "forgot K and V (or the 2 bytes of an fp16 value)",
+        "a bare number where a quantity is asked", "a rate for an amount", "an amount for a rate"}
+    if mistake in checker_names:
+        assert named == [mistake], str(failure.value)
+
+
+def test_every_exercise_has_listed_mistakes_and_is_used():
+    used = {name for _, name, _ in VISIBLE}
+    hidden = {name for a in assignments() for name, _, _ in _exercise_calls(a, visible=False)}
+    registered = {e.name for e in exercises.all_exercises()}
+    assert used == registered == hidden
+    assert set(MISTAKES) == registered, "every exercise lists the mistakes its visible cases catch"
+    assert all(len(MISTAKES[name]) >= 2 for name in registered)
+
+
+@pytest.mark.parametrize("assignment", assignments())
+def test_test_cells_are_one_line_and_reveal_nothing(assignment):
+    for cell in _cells(assignment):
+        meta = _grading(cell)
+        if not (meta.get("grade") and cell["cell_type"] == "code"):
+            continue
+        visible = re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", cell["source"], flags=re.S)
+        lines = [line for line in visible.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        if meta["grade_id"].endswith("_hidden"):
+            assert lines == [], f"{meta['grade_id']} shows code outside its hidden block"
+        else:
+            assert len(lines) == 1 and re.fullmatch(r'check\.exercise\("\w+"(, \w+)*\)', lines[0]), \
+                f"{meta['grade_id']}: {lines}"
+
+
+def test_questions_are_revealed_with_their_explanation():
+    for question in exercises.all_questions():
+        for option in question.options:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                check.reveal(question.name, option)
+            said = out.getvalue()
+            assert ("the numbers agree" in said) == (option == question.answer), said
+            assert len(said) > 80, f"{question.name}: the explanation is missing"
