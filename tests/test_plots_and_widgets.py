@@ -130,3 +130,18 @@ def test_load_explain_and_frontier_figure():
     box = widgets.load_explorer()
     assert [c.description for row in box.children[:4] for c in row.children] == [
         "model", "GPU", "precision", "GPUs (tp)", "prompt", "answer", "TTFT ms", "ITL ms"]
+
+
+def test_length_sliders_are_log_scaled():
+    """A few dozen tokens and a few thousand are both a short drag away: neighbours differ by at most 1.5x."""
+    box = widgets.serving_explorer()
+    prompt = next(c for row in box.children[:2] for c in row.children if c.description == "prompt")
+    lengths = list(prompt.options)
+    assert lengths[0] == 16 and lengths[-1] == 8191  # Llama-3-8B's 8,192 tokens, less the first answer token
+    assert 2000 in lengths and prompt.value == 2000
+    assert [n for n in lengths if 20 <= n <= 60] == [20, 25, 30, 40, 50, 60]
+    assert all(b / a <= 1.5 for a, b in zip(lengths, lengths[1:]))
+    assert 25 <= len(lengths) <= 45  # about twelve a decade over 2.7 decades
+    crossover = widgets.crossover_explorer()
+    context = next(c for row in crossover.children[:2] for c in row.children if c.description == "context")
+    assert context.options[0] == 0 and context.value == 0

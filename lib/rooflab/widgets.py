@@ -49,9 +49,8 @@ def serving_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("T4"
     which resource binds in each phase, and both phases on the device's roofline."""
     device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
     precision = w.Dropdown(options=["fp16", "bf16", "fp8", "int8"], value="fp16", description="precision")
-    prompt = w.IntSlider(value=2000, min=16, max=_context(model, 32768), step=16, description="prompt",
-                         continuous_update=False)
-    output = w.IntSlider(value=300, min=2, max=4096, step=2, description="answer", continuous_update=False)
+    prompt = _length_slider("prompt", 2000, 16, _context(model, 32768))
+    output = _length_slider("answer", 300, 2, 4096)
     batch = w.IntSlider(value=1, min=1, max=256, description="batch", continuous_update=False)
 
     def render():
@@ -88,8 +87,7 @@ def memory_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L4",
     decode step's time and throughput."""
     device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
     kv = w.Dropdown(options=["fp16", "fp8"], value="fp16", description="KV cache")
-    context = w.IntSlider(value=2000, min=128, max=_context(model, 32768, step=128), step=128, description="context",
-                          continuous_update=False)
+    context = _length_slider("context", 2000, 128, _context(model, 32768))
     batch = w.IntSlider(value=64, min=1, max=512, description="batch", continuous_update=False)
 
     def render():
@@ -110,8 +108,7 @@ def precision_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L
     weights = w.Dropdown(options=["fp16", "fp8", "int8", "int4"], value="int4", description="weights")
     kv = w.Dropdown(options=["fp16", "fp8"], value="fp16", description="KV cache")
     compute = w.Dropdown(options=["fp16", "fp8", "int8", "int4"], value="fp16", description="compute")
-    context = w.IntSlider(value=2000, min=16, max=_context(model, 32768, answer=256), step=16, description="context",
-                          continuous_update=False)
+    context = _length_slider("context", 2000, 16, _context(model, 32768, answer=256))
     batch = w.IntSlider(value=1, min=1, max=256, description="batch", continuous_update=False)
 
     def render():
@@ -164,8 +161,8 @@ def crossover_explorer(devices: tuple[str, ...] = ("L4", "A100-80GB", "H100-SXM"
 
     model = w.Dropdown(options=list(MODELS), value="Llama-3-8B", description="model")
     device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
-    output = w.IntSlider(value=64, min=2, max=2048, description="answer", continuous_update=False)
-    context = w.IntSlider(value=0, min=0, max=8192 - 64, step=64, description="context", continuous_update=False)
+    output = _length_slider("answer", 64, 2, 2048)
+    context = _length_slider("context", 0, 16, 8192 - 64, zero=True)
 
     def render():
         text = explain_crossovers(model.value, device.value, output.value, context.value)
@@ -218,8 +215,8 @@ def load_explorer(devices: tuple[str, ...] = ("L4", "L40S", "A100-80GB", "H100-S
     device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
     precision = w.Dropdown(options=["fp16", "fp8"], value="fp16", description="precision")
     tp = w.Dropdown(options=[1, 2, 4, 8], value=1, description="GPUs (tp)")
-    prompt = w.IntSlider(value=2000, min=16, max=6000, step=16, description="prompt", continuous_update=False)
-    output = w.IntSlider(value=300, min=2, max=2000, step=2, description="answer", continuous_update=False)
+    prompt = _length_slider("prompt", 2000, 16, 6000)
+    output = _length_slider("answer", 300, 2, 2000)
     ttft = w.IntSlider(value=500, min=20, max=5000, step=20, description="TTFT ms", continuous_update=False)
     itl = w.IntSlider(value=50, min=5, max=200, step=1, description="ITL ms", continuous_update=False)
 
@@ -262,12 +259,34 @@ def _three(x: float) -> str:
     return f"{round(x, digits):,.{max(digits, 0)}f}"
 
 
-def _context(model: str, largest: int, step: int = 16, answer: int = 1) -> int:
-    """A slider's top: ``largest``, or the model's context less the answer, whichever is smaller, on the step."""
+# Mantissas of the lengths a slider offers in each decade: about twelve steps per factor of ten.
+_STEPS = (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8, 9)
+
+
+def _lengths(low: int, high: int, keep: tuple[int, ...] = ()) -> list[int]:
+    """Token counts from ``low`` to ``high`` spaced evenly on a log scale (1, 1.2, 1.5, 2, ... per decade),
+    with the ends and ``keep`` included."""
+    found = {low, high, *keep}
+    decade = 1
+    while decade <= high:
+        found.update(int(round(m * decade)) for m in _STEPS if low <= m * decade <= high)
+        decade *= 10
+    return sorted(found)
+
+
+def _length_slider(description: str, value: int, low: int, high: int, zero: bool = False) -> w.SelectionSlider:
+    """A slider over token counts on a log scale, so that a few dozen tokens and a few thousand are both
+    within reach of the mouse (a linear 16-32,768 slider moves 64 tokens a pixel); ``zero`` adds 0 first."""
+    options = _lengths(low, high, keep=(value,) if value else ())
+    return w.SelectionSlider(options=([0] if zero else []) + options, value=value, description=description,
+                             continuous_update=False)
+
+
+def _context(model: str, largest: int, answer: int = 1) -> int:
+    """A slider's top: ``largest``, or the model's context less the answer, whichever is smaller."""
     from .models import model as _model
 
-    top = min(largest, _model(model).max_context - answer)
-    return top - top % step
+    return min(largest, _model(model).max_context - answer)
 
 
 def _explorer(rows: list[list], render) -> w.VBox:
