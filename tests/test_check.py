@@ -105,3 +105,58 @@ def test_zero_is_compared_exactly():
     check.number(0, 0, "max_batch")
     with pytest.raises(AssertionError, match="expected 0"):
         check.number(3, 0, "max_batch")
+
+
+@pytest.mark.parametrize("answer, expected", [
+    (Q_(29.0 * 1.0486, "TFLOP"), Q_(29, "TFLOP")),  # 4.9 % too many FLOPs: a term, not MB for MiB
+    (Q_(16.06e3, "GB"), Q_(16.06, "GB")),  # a thousand times too many bytes: no milliseconds in bytes
+    (Q_(8 * 0.4, ""), Q_(0.4, "")),  # eight times a ratio: bits for bytes cannot happen in a pure number
+])
+def test_a_mistake_is_named_only_where_its_dimension_allows(answer, expected):
+    assert "[mistake:" not in fails(answer, expected, name="x")
+
+
+def test_a_near_one_factor_is_named_only_when_it_matches_closely():
+    assert "[mistake: GB for GiB]" in fails(Q_(16.06 * 2**30 / 1e9, "GB"), Q_(16.06, "GB"))
+    assert "[mistake:" not in fails(Q_(16.06 * 1.08, "GB"), Q_(16.06, "GB"))  # 8 % off: within 2 % of 1.074
+
+
+def test_tolerance_is_printed_as_it_is():
+    assert "(within 0.5%)" in fails(Q_(1.5, "s"), Q_(1, "s"), rel=0.005)
+    assert "(within 2%)" in fails(Q_(1.5, "s"), Q_(1, "s"))
+
+
+def test_a_failed_check_shows_its_message_alone_in_a_notebook():
+    with pytest.raises(check.WrongAnswer) as error:
+        check.quantity(Q_(1.5, "s"), Q_(1, "s"), name="ttft")
+    assert error.value._render_traceback_() == [f"WrongAnswer: {error.value}"]
+    assert isinstance(error.value, AssertionError)  # nbgrader and the grader treat it as a failed test
+
+
+def test_exercise_runs_the_visible_cases_and_names_the_failing_one(capsys):
+    def prefill_flops(model, prompt_len):  # 2 P N + 2 L A N^2 + 2 d V, written out independently
+        return Q_(2 * model.active_non_embedding_params * prompt_len
+                  + 2 * model.layers * model.attention_width * prompt_len**2 + 2 * model.d_model * model.vocab, "FLOP")
+
+    check.exercise("prefill_flops", prefill_flops)
+    assert "prefill_flops: 2 cases right." in capsys.readouterr().out
+    check.exercise("prefill_flops", prefill_flops, cases=[("Gemma-2B", 7)])
+    assert "1 case right." in capsys.readouterr().out
+    with pytest.raises(check.WrongAnswer, match=r"prefill_flops\(Llama-3-8B, 2000\).*forgot 2 FLOPs"):
+        check.exercise("prefill_flops", lambda m, n: prefill_flops(m, n) / 2)
+    with pytest.raises(RuntimeError, match="switched off"):  # a derivation: the library's answer is off
+        check.exercise("prefill_flops", lambda m, n: rl.prefill(m, "H100", n).flops)
+    with pytest.raises(KeyError, match="no exercise called 'prefil_flops'"):
+        check.exercise("prefil_flops", prefill_flops)
+
+
+def test_predictions_are_recorded_and_revealed_not_graded(capsys):
+    check.record("compute_bound_phase", "decoding")
+    assert "Noted: compute_bound_phase = 'decode'" in capsys.readouterr().out
+    check.record("compute_bound_phase", "both")
+    assert "is not one of the options" in capsys.readouterr().out
+    check.reveal("compute_bound_phase", "decode")  # wrong: told so, with the explanation, and nothing raised
+    said = capsys.readouterr().out
+    assert "the numbers say 'prefill'" in said and "ridge point is 295 FLOP/B" in said  # 989.4e12 / 3.35e12
+    check.reveal("compute_bound_phase", Ellipsis)
+    assert "did not pick one of the options" in capsys.readouterr().out

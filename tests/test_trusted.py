@@ -81,6 +81,27 @@ def test_derived_names_and_what_each_block_switches_off():
     assert trusted.derived_names(code) == {"h": None}  # the default set and more: every library answer
 
 
+def test_one_line_exercise_cells_name_their_derivations():
+    # prefill_flops (assignment 1) is a derivation with everything switched off: the default set
+    assert trusted.derived_names('check.exercise("prefill_flops", prefill_flops)') == {"prefill_flops": None}
+    assert trusted.derived_names('check.exercise("prefill_flops", prefill_flops, cases=[("Gemma-2B", 9)])') == {
+        "prefill_flops": None}
+    assert trusted.derived_names('check.exercise("no_such_exercise", f)') == {}
+
+
+def test_a_later_assignment_may_build_on_the_course_versions_of_earlier_exercises():
+    from rooflab import earlier, exercises
+
+    later = exercises.Exercise("later", "02_kv_cache", lambda *a: None, (), derive=True)
+    banned = later.banned()
+    assert earlier.decode_flops not in banned and earlier.roofline_time not in banned  # assignment 1's: build on them
+    assert earlier.decode_step_time in banned and earlier.kv_bytes_per_token in banned  # assignment 2's own answers
+    first = exercises.get("prefill_flops").banned()
+    assert earlier.prefill_flops in first and earlier.decode_flops in first
+    cells = [("a", "from rooflab.earlier import prefill_flops as p\ndef f(m, n):\n    return p(m, n)")]
+    assert "import prefill_flops" in source_rules.Notebook.read(cells).derivation_problem("f", "a")
+
+
 @pytest.mark.parametrize("cells, problem", [
     ([("a", "def f(m, n):\n    return 2 * m.layers * n")], None),
     ([("a", "def f(m, n):\n    return rl.prefill(m, 'H100', n).flops")], ".prefill"),

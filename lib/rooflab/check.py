@@ -34,7 +34,7 @@ import pint
 
 from .units import Q_, ureg
 
-__all__ = ["exercise", "record", "reveal", "quantity", "number", "choice", "derive_yourself", "reference",
+__all__ = ["exercise", "record", "reveal", "WrongAnswer", "quantity", "number", "choice", "derive_yourself", "reference",
            "MISTAKE_TAG"]
 
 MISTAKE_TAG = "[mistake: "
@@ -42,11 +42,18 @@ MISTAKE_TAG = "[mistake: "
 _PREFIXES = ("ms", "s", "us", "GB", "GiB", "TB", "B", "TFLOP", "GFLOP", "FLOP", "TB/s", "GB/s", "TFLOP/s")
 
 
+class WrongAnswer(AssertionError):
+    """A failed check.  A notebook shows it as its message alone: the checker's frames teach a student nothing."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython's hook for an exception that draws its own traceback
+        return [f"{type(self).__name__}: {self}"]
+
+
 def _fail(message: str, mistake: str | None = None) -> None:
-    __tracebackhide__ = True  # IPython shows the test cell's line and this message, not the checker's frames
+    __tracebackhide__ = True
     if mistake:
         message = f"{message} {MISTAKE_TAG}{mistake}]"
-    raise AssertionError(message)
+    raise WrongAnswer(message)
 
 
 def _as_ours(answer: object, name: str) -> pint.Quantity | None:
