@@ -76,11 +76,20 @@ class Measurement:
 @lru_cache(maxsize=4)
 def measurements(path: str | Path = DATA) -> tuple[Measurement, ...]:
     """Return the rows of a measurements CSV file (the shipped table by default)."""
+    return _read(path, Measurement, ints=("batch", "prompt_len", "output_len"))
+
+
+def _read(path: str | Path, record: type, ints: tuple[str, ...], optional_ints: tuple[str, ...] = ()) -> tuple:
+    """Each row of the CSV file at ``path`` as a ``record``: ``ints`` as integers (``optional_ints`` too, or None
+    where empty), ``value`` as a float, the rest as text.  The record validates its own fields."""
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    ints = ("batch", "prompt_len", "output_len")
-    return tuple(Measurement(**{k: int(v) if k in ints else float(v) if k == "value" else v
-                                for k, v in row.items()}) for row in rows)
+    out = []
+    for row in rows:
+        fields = {k: int(v) if k in ints else float(v) if k == "value" else v for k, v in row.items()}
+        fields.update({k: int(row[k]) if row[k] else None for k in optional_ints})
+        out.append(record(**fields))
+    return tuple(out)
 
 
 def predict(row: Measurement, efficiency: str | Efficiency = "ideal") -> float:
@@ -167,15 +176,7 @@ class LoadMeasurement:
 @lru_cache(maxsize=4)
 def load_measurements(path: str | Path = LOAD_DATA) -> tuple[LoadMeasurement, ...]:
     """Return the rows of a throughput-under-load CSV file (the shipped table by default)."""
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    ints = ("tp", "prompt_len", "output_len")
-    out = []
-    for row in rows:
-        fields = {k: int(v) if k in ints else float(v) if k == "value" else v for k, v in row.items()}
-        fields["concurrency"] = int(row["concurrency"]) if row["concurrency"] else None
-        out.append(LoadMeasurement(**fields))
-    return tuple(out)
+    return _read(path, LoadMeasurement, ints=("tp", "prompt_len", "output_len"), optional_ints=("concurrency",))
 
 
 def load_batch(row: LoadMeasurement) -> int:
