@@ -14,10 +14,10 @@ import re
 import sys
 from pathlib import Path
 
+from .build import ASSERTS
 from .kernels import kernel_config, settled, unsettled
 from .nbgrader_run import SOURCE, environment, read_notebook
 
-ASSERTS = re.compile(r"check\.(quantity|number|choice)\(|\bassert\b")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

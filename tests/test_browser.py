@@ -26,7 +26,7 @@ from course.nbgrader_run import SOLUTIONS
 pytestmark = pytest.mark.slow
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-NOTEBOOKS = ["01_two_phases", "02_kv_cache", "03_quantization", "04_crossover"]
+NOTEBOOKS = ["01_two_phases", "02_kv_cache", "03_quantization", "04_crossover", "05_under_load"]
 
 
 def _missing() -> str | None:
@@ -95,6 +95,17 @@ def _distinct_colours(png: bytes) -> int:
     return len(set(image.tobytes()[i:i + 3] for i in range(0, image.width * image.height * 3, 3)))
 
 
+def _redrawn(explorer, before: str, failure: str) -> str:
+    """Wait up to 90 s for the explorer's first image to differ from ``before``; return the new image's source."""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        redrawn = explorer.locator(".widget-output img").first
+        if redrawn.count() and redrawn.get_attribute("src") != before:
+            return redrawn.get_attribute("src")
+        time.sleep(0.25)
+    pytest.fail(failure)
+
+
 @pytest.mark.parametrize("assignment", NOTEBOOKS)
 def test_the_explorer_redraws_a_real_plot_after_its_first_change(lab, assignment):
     from playwright.sync_api import sync_playwright
@@ -127,14 +138,12 @@ def test_the_explorer_redraws_a_real_plot_after_its_first_change(lab, assignment
             else:
                 control.focus()
                 page.keyboard.press("ArrowRight")
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline:
-                redrawn = explorer.locator(".widget-output img").first
-                if redrawn.count() and redrawn.get_attribute("src") != before:
-                    break
-                time.sleep(0.25)
-            else:
-                pytest.fail(f"{assignment}: the explorer did not redraw after its first control changed")
+            before = _redrawn(explorer, before, f"{assignment}: the explorer did not redraw after its first control "
+                                                "changed")
+            # Then one step of its first slider (a length, on a log scale, in most explorers).
+            explorer.locator(".widget-slider .noUi-handle").first.focus()
+            page.keyboard.press("ArrowRight")
+            _redrawn(explorer, before, f"{assignment}: the explorer did not redraw after a slider moved")
             time.sleep(1.0)  # let the last frame of the redraw land
             images = explorer.locator(".widget-output img")
             shots = [base64.b64decode(images.nth(i).get_attribute("src").split(",", 1)[1])
