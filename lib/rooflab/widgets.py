@@ -221,8 +221,11 @@ def load_explorer(devices: tuple[str, ...] = ("L4", "L40S", "A100-80GB", "H100-S
     itl = w.IntSlider(value=50, min=5, max=200, step=1, description="ITL ms", continuous_update=False)
 
     def render():
-        print(explain_load(model.value, device.value, precision.value, tp.value, prompt.value, output.value,
-                           ttft.value, itl.value))
+        text = explain_load(model.value, device.value, precision.value, tp.value, prompt.value, output.value,
+                            ttft.value, itl.value)
+        print(text)
+        if text.startswith("Not possible"):
+            return  # nothing fits: an empty frontier would only draw axes
         figure = Figure(figsize=(7.5, 4.2))
         ax = figure.subplots()
         from .units import Q_
