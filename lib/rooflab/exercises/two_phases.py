@@ -261,7 +261,7 @@ def _chatbot_spec(ref):
     h100, h200 = ref.hardware("H100"), ref.hardware("H200")
     flops = (h200.peak_flops("fp16") / h100.peak_flops("fp16")).m_as("")
     bandwidth = (h200.memory_bandwidth / h100.memory_bandwidth).m_as("")
-    return (f"The H200 has the H100's peak FLOP/s ({flops:.2f} times it) and {bandwidth:.2f} times its bandwidth: the "
+    return (f"The H200 has {flops:.2f} times the H100's peak FLOP/s and {bandwidth:.2f} times its bandwidth: the "
             f"TTFT of a 2,000-token prompt "
             f"improves {ttft.m_as(''):.2f}x, the ITL {itl.m_as(''):.2f}x. A chatbot turn of a 50-token question and "
             f"a 500-token answer spends {chat.decode_share.m_as(''):.1%} of its time decoding (Llama-3-8B, H100), "
