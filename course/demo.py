@@ -53,31 +53,43 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("ex7_share", "def decode_share(", "while True:  # a loop left running\n    pass\n\n\ndef decode_share("),
         ],
         "kills_kernel": [
-            ("ex8_profile", "def mfu(", "import os\nos._exit(1)\n\n\ndef mfu("),
+            ("ex6_sla", "def sla_verdict(", "import os\nos._exit(1)\n\n\ndef sla_verdict("),
         ],
         "warning": [
             ("ex2_prefill_flops", "    n = prompt_len\n",
              "    import warnings\n    warnings.warn('this formula ignores sliding windows')\n    n = prompt_len\n"),
         ],
-        "hard_coded": [
-            ("ex2_prefill_flops", None, 'def prefill_flops(model, prompt_len):\n    return Q_(28.97, "TFLOP")'),
-            ("ex2_weight_bytes", None, 'def weight_bytes(model, precision="fp16"):\n    return Q_(16.06, "GB")'),
-            ("ex2_decode_bytes", None, 'def decode_bytes(model, context_len, precision="fp16"):\n    return Q_(16.32, "GB")'),
-            ("ex2_roofline_time", None, 'def roofline_time(flops, nbytes, device, precision="fp16"):\n    return Q_(4.78, "ms"), "memory"'),
-            ("ex3_ttft_itl", None, 'def ttft_and_itl(model, device, prompt_len, precision="fp16"):\n    return Q_(29.3, "ms"), Q_(4.87, "ms")'),
+        "hard_coded": [  # every visible case's answer looked up; the hidden cases miss the table, or get a wrong answer
+            ("ex2_prefill_flops", None, 'def prefill_flops(model, prompt_len):\n'
+             '    return Q_({2000: 28.968, 16: 0.224465}[prompt_len], "TFLOP")'),
+            ("ex2_weight_bytes", None, 'def weight_bytes(model, precision="fp16"):\n'
+             '    return Q_({"fp16": 16.0605, "fp32": 28.9669}[precision], "GB")'),
+            ("ex2_decode_bytes", None, 'def decode_bytes(model, context_len, precision="fp16"):\n'
+             '    seen = {(2000, "fp16"): 16.322666, (0, "fp16"): 16.060522, (4000, "fp32"): 284.836266,\n'
+             '            (0, "fp32"): 282.214826}\n'
+             '    return Q_(seen[context_len, precision], "GB")'),
+            ("ex2_roofline_time", None, 'def roofline_time(flops, nbytes, device, precision="fp16"):\n'
+             '    seen = {("H100-SXM", "fp16"): (3.58209, "memory"), ("A100-80GB", "bf16"): (128.205, "compute"),\n'
+             '            ("H100-SXM", "fp8"): (0.454798, "compute")}\n'
+             '    time, bound = seen[device.name, precision]\n'
+             '    return Q_(time, "ms"), bound'),
+            ("ex3_ttft_itl", None, 'def ttft_and_itl(model, device, prompt_len, precision="fp16"):\n'
+             '    ttft, itl = {2000: (29.2783, 4.87244), 4000: (179.502, 7.63805), 100: (4.79419, 4.7981)}[prompt_len]\n'
+             '    return Q_(ttft, "ms"), Q_(itl, "ms")'),
             ("ex4_intensity", None, 'def arithmetic_intensities(model, prompt_len, precision="fp16"):\n'
-             '    return Q_(1804, "FLOP/B"), Q_(0.98, "FLOP/B")\n\n\n'
+             '    prefill, decode = {2000: (1803.68, 0.983811), 150: (144.622, 0.980661)}[prompt_len]\n'
+             '    return Q_(prefill, "FLOP/B"), Q_(decode, "FLOP/B")\n\n\n'
              'def binding_resource(intensity, device, precision="fp16"):\n'
-             '    return "compute" if intensity.m_as("FLOP/B") > 1000 else "memory"'),
-            ("ex5_speedups", None, 'def speedups(model, old, new, prompt_len, precision="fp16"):\n    return 3.17, 1.64\n\n'
+             '    return "compute" if intensity.m_as("FLOP/B") > 1000 or device.name == "A100-80GB" else "memory"'),
+            ("ex5_speedups", None, 'def speedups(model, old, new, prompt_len, precision="fp16"):\n'
+             '    return {("A100-80GB", "H100-SXM"): (3.17115, 1.64296), ("H100-SXM", "H200"): (1.0, 1.43284)}[old.name, new.name]\n\n'
              'ttft_follows = "peak FLOP/s"\nitl_follows = "memory bandwidth"'),
             ("ex6_sla", None, 'def sla_verdict(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16",\n'
              '                efficiency="typical"):\n'
              '    if device.name == "T4":\n        return "does not fit"\n'
-             '    return "too slow" if device.name == "A100-80GB" and efficiency == "typical" else "meets"'),
-            ("ex7_share", None, 'def decode_share(ttft, itl, output_len):\n    return 0.9786'),
-            ("ex8_profile", None, 'def mfu(flops, time, device, precision="fp16"):\n    return 0.6658\n\n\n'
-             'def mbu(nbytes, time, device):\n    return 0.6814'),
+             '    if device.name == "A100-80GB":\n        return "too slow" if efficiency == "typical" else "meets"\n'
+             '    return "meets" if itl_limit.m_as("ms") > 10 else "too slow"'),
+            ("ex7_share", None, 'def decode_share(ttft, itl, output_len):\n    return {300: 0.978779, 5: 0.233209}.get(output_len, 0.5)'),
         ],
     },
     "03_quantization": {

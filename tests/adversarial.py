@@ -250,9 +250,9 @@ KINDS: list[Kind] = [
         "assert not [f for f in found if '01_two_phases' in f], 'another notebook is visible'\n",
         base="reference"), FULL),
     Kind("kills_parent", extra("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n", base="reference",
-                               after="test_predict"), FULL, "cell student-extra"),
+                               after="test_prefill_flops_visible"), FULL, "cell student-extra"),
     Kind("kills_everything_it_can", extra("import os, signal\nos.kill(-1, signal.SIGKILL)\n", base="reference",
-                                          after="test_predict"), FULL, "cell student-extra"),
+                                          after="test_prefill_flops_visible"), FULL, "cell student-extra"),
     Kind("loopback_connection", extra(
         "import socket\n"
         "for port in (22, 80, 8888, 5432):\n"
@@ -286,8 +286,10 @@ KINDS: list[Kind] = [
         "for s in (signal.SIGINT, signal.SIGTERM):\n"
         "    signal.signal(s, signal.SIG_IGN)\n"
         "while True:\n"
-        "    pass\n", base="reference", after="test_predict"), FULL, "cell student-extra did not finish"),
-    Kind("kills_its_kernel", extra("import os\nos._exit(1)\n", base="reference", after="test_predict"), FULL,
+        "    pass\n", base="reference", after="test_prefill_flops_visible"), FULL,
+        "cell student-extra did not finish"),
+    Kind("kills_its_kernel", extra("import os\nos._exit(1)\n", base="reference", after="test_prefill_flops_visible"),
+         FULL,
          "cell student-extra"),
     Kind("huge_output", extra("print('x' * 50_000_000)\n", base="reference"), FULL),
     # --- tampering with the notebook's structure: repaired from the release ---------------------------

@@ -47,12 +47,13 @@ def test_duplicate_keeps_the_last_copy(done, release):
 
 
 def test_deleted_and_retyped_cells_are_restored(done, release):
-    done["cells"] = [c for c in done["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") != "test_predict"]
+    done["cells"] = [c for c in done["cells"]
+                     if c["metadata"].get("nbgrader", {}).get("grade_id") != "test_prefill_flops_visible"]
     retyped = next(c for c in done["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "ex7_share")
     retyped["cell_type"] = "markdown"
     retyped.pop("outputs"), retyped.pop("execution_count")
     issues = preflight.diagnose(done, release)
-    assert any("'test_predict' was deleted" in i for i in issues)
+    assert any("'test_prefill_flops_visible' was deleted" in i for i in issues)
     assert any("'ex7_share' was changed from code to markdown" in i for i in issues)
     rebuilt = preflight.rebuild(done, release)
     assert grade_ids(rebuilt) == grade_ids(release)

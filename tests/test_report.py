@@ -14,7 +14,7 @@ def _row(student, cells, status="graded", mistakes=(), pending=0.0, manual=0.0, 
 def test_exercises_group_test_cells_under_their_heading():
     groups = exercises(A)
     assert groups["test_roofline_time_visible"] == groups["test_prefill_flops_hidden"]
-    assert groups["test_roofline_time_visible"].startswith("Exercise 2")
+    assert groups["test_roofline_time_visible"].startswith("Exercise 1")
     assert "points" not in groups["test_roofline_time_visible"]
     assert groups["test_ttft_itl_visible"] != groups["test_roofline_time_visible"]
 
@@ -35,12 +35,12 @@ def test_report_has_a_heatmap_a_mistake_chart_and_totals(tmp_path):
         assert (tmp_path / "report" / f"{A}_{figure}.png").stat().st_size > 5_000
     text = (tmp_path / "report" / "README.md").read_text()
     assert "4 submissions: 3 graded (1 with written answers still to grade by hand), 1 ungradable." in text
-    # Exercise 2's share: ada 4/4, dmitri 0/4, eve 1/4: mean 5/12 = 42 %, one full, one zero
-    assert "| Exercise 2: your own roofline calculator | 42% | 1/3 | 1/3 |" in text
+    # Exercise 1's share: ada 4/4, dmitri 0/4, eve 1/4: mean 5/12 = 42 %, one full, one zero
+    assert "| Exercise 1: your own roofline calculator | 42% | 1/3 | 1/3 |" in text
     # written answers graded for ada (8/10) and eve (4/10): mean 60 %; dmitri's waits
     assert "| written answer (by hand) | 60% | graded for 2/3 | |" in text
     # counted once for dmitri, though two test cells of the exercise caught it
-    assert "- 1 x milliseconds for seconds, Exercise 2 (test_roofline_time_hidden, test_roofline_time_visible)" in text
+    assert "- 1 x milliseconds for seconds, Exercise 1 (test_roofline_time_hidden, test_roofline_time_visible)" in text
     assert "and 1 failing test cell(s) whose message named no known mistake" in text
     assert "mean 1.7, median 1, lowest 0, highest 4" in text  # totals 4, 0, 1
     assert "- dmitri: 10 points" in text and "- katherine: the notebook is not valid JSON" in text

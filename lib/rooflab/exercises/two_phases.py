@@ -2,15 +2,32 @@
 
 Each visible case is chosen for the mistakes it catches (noted beside it);
 ``tests/test_exercises.py`` feeds every listed mistake to prove it fails.
+Counting conventions: where the notebook asks for the back-of-envelope count
+(every weight read once, all stored in the format asked for), the library's
+careful count (the embedding table read one row per token; 8-bit checkpoints
+keeping the embedding and head in 16 bits) is accepted too.
 """
 
 from __future__ import annotations
 
-from ..check import quantity
+from ..check import _fail, choice, number, quantity
 from . import exercise, question
 
 A = "01_two_phases"
 EXACT = 1e-3  # FLOP and byte counts are exact arithmetic: only rounding may differ
+BOUNDS = {"compute": (), "memory": ()}
+VERDICTS = {"does not fit": (), "too slow": (), "meets": ()}
+PHASES = {"prefill": ("the prefill", "prompt"), "decode": ("decoding", "the decode", "generation")}
+SPECS = {"peak FLOP/s": ("flops", "peak flops", "flop/s", "compute", "tflop/s"),
+         "memory bandwidth": ("bandwidth", "memory", "hbm bandwidth", "hbm")}
+
+
+def _pair(result, label: str):
+    """The two items of a function that must return a pair, or a failure saying what came back."""
+    __tracebackhide__ = True
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        _fail(f"{label} should return two things, as a tuple (first, second); it returned {result!r}.")
+    return result
 
 
 @exercise("prefill_flops", A, derive=True, visible=[
@@ -25,12 +42,206 @@ def _prefill_flops(answers, case, ref, rl):
     quantity(prefill_flops(rl.model(name), prompt_len), expected, f"prefill_flops({name}, {prompt_len})", rel=EXACT)
 
 
-PHASES = {"prefill": ("the prefill", "prompt"), "decode": ("decoding", "the decode", "generation")}
-SPECS = {"peak FLOP/s": ("flops", "peak flops", "flop/s", "compute", "tflop/s"),
-         "memory bandwidth": ("bandwidth", "memory", "hbm bandwidth", "hbm")}
+def _every_weight(ref, name, precision):
+    """Bytes of every weight stored in ``precision`` (what the exercise asks), and as shipped (also right)."""
+    m = ref.model(name)
+    return ref.Q_(m.total_params * ref.bytes_per_element(precision), "B").to("GB"), m.weight_bytes(precision)
 
 
-@question("compute_bound_phase", A, "prefill", PHASES, revisited_in="Exercise 4")
+@exercise("weight_bytes", A, derive=True, visible=[
+    ("Llama-3-8B", "fp16"),  # parameters for bytes (x2), GB for GiB, the embedding and output head left out (13%)
+    ("Mistral-7B", "fp32"),  # the format ignored (2 bytes whatever is asked), parameters for bytes (x4)
+])
+def _weight_bytes(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (weight_bytes,) = answers
+    name, precision = case
+    every_weight, as_shipped = _every_weight(ref, name, precision)
+    per_value = ref.bytes_per_element(precision)
+    quantity(weight_bytes(rl.model(name), precision), every_weight, f"weight_bytes({name}, {precision!r})",
+             rel=EXACT, accept=(as_shipped,),
+             mistakes={"parameters for bytes": per_value} if per_value != 1 else None)
+
+
+@exercise("decode_bytes", A, derive=True, visible=[
+    # The KV part is checked apart from the weights, so a slip in it shows however small the cache is:
+    # query heads for KV heads (x4), forgot K and V or values for bytes (x2), GB for GiB.
+    ("Llama-3-8B", 2000, "fp16"),
+    # fp32: the cache counted in values, not bytes (x4, apart from query heads' x8); weights from a
+    # weight_bytes in GiB labelled GB (this model's embedding is a small share, so the careful count is no cover).
+    ("Llama-3-70B", 4000, "fp32"),
+])
+def _decode_bytes(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (decode_bytes,) = answers
+    name, context_len, precision = case
+    m = ref.model(name)
+    per_value = ref.bytes_per_element(precision)
+    kv = (context_len * ref.Q_(1, "token") * m.kv_bytes_per_token(precision)).to("GB")
+    every_weight, as_shipped = _every_weight(ref, name, precision)
+    careful = ref.decode_step(name, "H100", context_len, precision=precision, allow_overflow=True).bytes
+    label = f"decode_bytes({name}, {context_len}, {precision!r})"
+    total = decode_bytes(rl.model(name), context_len, precision)
+    cache = total - decode_bytes(rl.model(name), 0, precision)
+    mistakes = {"query heads for KV heads": m.heads / m.kv_heads}
+    if per_value > 2 and per_value != m.heads / m.kv_heads:
+        mistakes["the KV cache counted in values, not bytes"] = per_value
+    if not isinstance(cache, (int, float)) and getattr(cache, "magnitude", None) == 0:
+        _fail(f"{label} is the same as at a context of 0 tokens: a decode step also reads the KV cache of the "
+              f"{context_len} tokens of context, which should add {kv.to('GB'):.4g~P}.", "the KV cache left out")
+    quantity(cache, kv, f"the KV cache in {label} (its value less that at context 0)", rel=EXACT, mistakes=mistakes)
+    quantity(total, every_weight + kv, label, rel=EXACT, accept=(as_shipped + kv, careful))
+
+
+@exercise("roofline_time", A, derive=True, visible=[
+    # Memory-bound, F and B in odd units: a compute-only time, compute + memory instead of the max (+8%),
+    # a magnitude taken without its unit (TFLOP against MB), milliseconds for seconds, the wrong word.
+    ((0.3, "TFLOP"), (12_000, "MB"), "H100", "fp16"),
+    # Compute-bound on another device: a memory-only roofline (B / W, 16x too short), the wrong word.
+    ((40, "TFLOP"), (16, "GB"), "A100-80GB", "bf16"),
+    # Compute-bound at fp8: the fp16 peak used whatever the format (2x too long).
+    ((900, "GFLOP"), (0.5, "GB"), "H100", "fp8"),
+])
+def _roofline_time(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (roofline_time,) = answers
+    flops, nbytes, device, precision = case
+    expected = ref.roofline(ref.Q_(*flops), ref.Q_(*nbytes), device, precision)
+    label = f"roofline_time(Q_({flops[0]}, {flops[1]!r}), Q_({nbytes[0]}, {nbytes[1]!r}), {device}, {precision!r})"
+    time, bound = _pair(roofline_time(rl.Q_(*flops), rl.Q_(*nbytes), rl.hardware(device), precision), label)
+    quantity(time, expected.time, f"the time of {label}")
+    choice(bound, expected.bound, f"what binds in {label}", BOUNDS)
+
+
+@exercise("ttft_and_itl", A, derive=True, visible=[
+    ("Llama-3-8B", "H100", 2000, "fp16"),  # the running example: milliseconds for seconds, TTFT and ITL swapped
+    # A long context on a model without grouped-query attention: the cache is 13% of a step's bytes, so a decode
+    # step that ignores it fails; its embedding is small, so weights in GiB labelled GB fail too.
+    ("Llama-2-7B", "A100-80GB", 4000, "fp16"),
+    ("Llama-3-8B", "H100", 100, "fp16"),  # a short prompt is memory-bound: a TTFT from the FLOPs alone fails
+])
+def _ttft_and_itl(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (ttft_and_itl,) = answers
+    name, device, prompt_len, precision = case
+    m, d = ref.model(name), ref.hardware(device)
+    peak, bandwidth = d.peak_flops(precision), d.memory_bandwidth
+    weights = _every_weight(ref, name, precision)
+    kv = prompt_len * ref.Q_(1, "token") * m.kv_bytes_per_token(precision)
+    prefill = ref.prefill(name, device, prompt_len, precision, allow_overflow=True)
+    step = ref.decode_step(name, device, prompt_len, precision=precision, allow_overflow=True)
+    # Accepted: every weight read once (what the exercise asks), as shipped, or the library's careful count.
+    ttfts = [max(prefill.flops / peak, w / bandwidth).to("s") for w in weights] + [prefill.time]
+    itls = [max(step.flops / peak, (w + kv) / bandwidth).to("s") for w in weights] + [step.time]
+    label = f"ttft_and_itl({name}, {device}, {prompt_len}, {precision!r})"
+    ttft, itl = _pair(ttft_and_itl(rl.model(name), rl.hardware(device), prompt_len, precision), label)
+    quantity(ttft, ttfts[0], f"the TTFT of {label}", accept=tuple(ttfts[1:]))
+    quantity(itl, itls[0], f"the ITL of {label}", accept=tuple(itls[1:]))
+
+
+@exercise("intensities", A, derive=True, visible=[
+    ("intensities", "Llama-3-8B", 2000, "fp16", "H100"),  # the running example: prefill compute-, decode memory-bound
+    # A short prompt's prefill is memory-bound (the words swapped show); this model's small embedding makes
+    # weights in GiB labelled GB fail; an intensity per token (N times too small) fails.
+    ("intensities", "Llama-2-7B", 150, "fp16", "H100"),
+    ("bound", 400, "H100", "fp8"),       # memory-bound at fp8: the fp16 ridge point used whatever the format
+    ("bound", 200, "A100-80GB", "bf16"),  # compute-bound on the A100: the H100's ridge point (295) hard-coded
+])
+def _intensities(answers, case, ref, rl):
+    __tracebackhide__ = True
+    arithmetic_intensities, binding_resource = answers
+    if case[0] == "bound":
+        _, intensity, device, precision = case
+        expected = "compute" if intensity >= ref.hardware(device).ridge_point(precision).m_as("FLOP/B") else "memory"
+        answer = binding_resource(rl.Q_(intensity, "FLOP/B"), rl.hardware(device), precision)
+        choice(answer, expected, f"binding_resource(Q_({intensity}, 'FLOP/B'), {device}, {precision!r})", BOUNDS)
+        return
+    _, name, prompt_len, precision, device = case
+    every_weight, as_shipped = _every_weight(ref, name, precision)
+    prefill = ref.prefill(name, device, prompt_len, precision, allow_overflow=True)
+    step = ref.decode_step(name, device, prompt_len, precision=precision, allow_overflow=True)
+    expected = (prefill.flops / every_weight).to("FLOP/B")
+    label = f"arithmetic_intensities({name}, {prompt_len}, {precision!r})"
+    prefill_i, decode_i = _pair(arithmetic_intensities(rl.model(name), prompt_len, precision), label)
+    quantity(prefill_i, expected, f"the prefill intensity of {label}",
+             accept=((prefill.flops / as_shipped).to("FLOP/B"), prefill.intensity))
+    quantity(decode_i, step.intensity, f"the decode intensity of {label}", rel=0.1)
+    ridge = ref.hardware(device).ridge_point(precision)
+    for phase, intensity, right in (("prefill", prefill_i, expected), ("decode", decode_i, step.intensity)):
+        choice(binding_resource(intensity, rl.hardware(device), precision), "compute" if right >= ridge else "memory",
+               f"binding_resource(the {phase} intensity of {name} at {prompt_len} tokens, {device}, {precision!r})",
+               BOUNDS)
+
+
+@exercise("speedups", A, derive=True, visible=[
+    ("Llama-3-8B", "A100-80GB", "H100", 2000),  # 3.2x and 1.6x: old / new inverted, TTFT from the bandwidth
+    ("Llama-3-8B", "H100", "H200", 2000),       # same FLOP/s, 1.4x bandwidth: a TTFT that moves with bandwidth
+])
+def _speedups(answers, case, ref, rl):
+    __tracebackhide__ = True
+    speedups, ttft_follows, itl_follows = answers
+    name, old, new, prompt_len = case
+    ttft = ref.prefill(name, old, prompt_len).time / ref.prefill(name, new, prompt_len).time
+    itl = ref.decode_step(name, old, prompt_len).time / ref.decode_step(name, new, prompt_len).time
+    label = f"speedups({name}, {old}, {new}, {prompt_len})"
+    ttft_gain, itl_gain = _pair(speedups(rl.model(name), rl.hardware(old), rl.hardware(new), prompt_len), label)
+    number(ttft_gain, ttft.m_as(""), f"the TTFT speed-up of {label}")
+    number(itl_gain, itl.m_as(""), f"the ITL speed-up of {label}", rel=0.03)
+    choice(ttft_follows, "peak FLOP/s", "ttft_follows", SPECS)
+    choice(itl_follows, "memory bandwidth", "itl_follows", SPECS)
+
+
+@exercise("sla_verdict", A, visible=[
+    ("Llama-3-8B", "T4", 4096, 256, (200, "ms"), (50, "ms"), "fp16", None),  # memory never checked: "does not fit"
+    # Typical is the default: judged at the ideal, the A100 meets the TTFT limit (198 ms), at typical it misses.
+    ("Llama-3-8B", "A100-80GB", 4096, 256, (200, "ms"), (50, "ms"), "fp16", None),
+    ("Llama-3-8B", "A100-80GB", 4096, 256, (200, "ms"), (50, "ms"), "fp16", "ideal"),  # the efficiency ignored
+    ("Llama-3-8B", "H100", 4096, 256, (0.2, "s"), (0.05, "s"), "fp16", None),  # limits in s: bare magnitudes compared
+    ("Llama-3-8B", "H100", 4096, 256, (200, "ms"), (8, "ms"), "fp16", "typical"),  # only the TTFT limit checked
+    # The T4 holds the weights and about 350 tokens of cache: this prompt fits, the prompt and its answer do not.
+    ("Llama-3-8B", "T4", 200, 200, (2, "s"), (200, "ms"), "fp16", None),
+])
+def _sla_verdict(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (sla_verdict,) = answers
+    name, device, prompt_len, output_len, ttft_limit, itl_limit, precision, efficiency = case
+    if not ref.memory_budget(name, device, prompt_len + output_len, precision=precision).fits:
+        expected = "does not fit"
+    else:
+        r = ref.request(name, device, prompt_len, output_len, precision=precision, efficiency=efficiency or "typical")
+        expected = "meets" if r.ttft < ref.Q_(*ttft_limit) and r.itl < ref.Q_(*itl_limit) else "too slow"
+    arguments = [rl.model(name), rl.hardware(device), prompt_len, output_len, rl.Q_(*ttft_limit), rl.Q_(*itl_limit),
+                 precision] + ([efficiency] if efficiency else [])
+    label = (f"sla_verdict({name}, {device}, {prompt_len}, {output_len}, TTFT < {ttft_limit[0]} {ttft_limit[1]}, "
+             f"ITL < {itl_limit[0]} {itl_limit[1]}, {precision!r}"
+             + (f", {efficiency!r})" if efficiency else ") (typical by default)"))
+    try:
+        answer = sla_verdict(*arguments)
+    except rl.DoesNotFit as error:
+        _fail(f"{label} asked the library for the latency of a request that does not fit ({error}). Check memory "
+              "for the whole request first: the prompt and the answer are both in the cache by the last token.",
+              "latency asked of a request that does not fit")
+    choice(answer, expected, label, VERDICTS)
+
+
+@exercise("decode_share", A, visible=[
+    ("Llama-3-8B", 2000, 300, "ms", "ms"),  # the running example: a percentage for a fraction, the prefill's share
+    # A 5-token answer to a 4,000-token document: output_len steps instead of output_len - 1 (+15%); the TTFT
+    # in s and the ITL in ms, so bare magnitudes mixed fail.
+    ("Llama-3-8B", 4000, 5, "s", "ms"),
+])
+def _decode_share(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (decode_share,) = answers
+    name, prompt_len, output_len, ttft_unit, itl_unit = case
+    r = ref.request(name, "H100", prompt_len, output_len)
+    ttft, itl = rl.Q_(r.ttft.m_as(ttft_unit), ttft_unit), rl.Q_(r.itl.m_as(itl_unit), itl_unit)
+    number(decode_share(ttft, itl, output_len), r.decode_share.m_as(""),
+           f"decode_share(Q_({ttft.magnitude:.4g}, {ttft_unit!r}), Q_({itl.magnitude:.4g}, {itl_unit!r}), {output_len})",
+           rel=0.005)
+
+
+@question("compute_bound_phase", A, "prefill", PHASES, revisited_in="Exercise 3")
 def _compute_bound_phase(ref):
     long = ref.prefill("Llama-3-8B", "H100", 2000)
     step = ref.decode_step("Llama-3-8B", "H100", 2000)
@@ -42,9 +253,38 @@ def _compute_bound_phase(ref):
             f"{turn} tokens is memory-bound in the prefill too: its intensity is about one FLOP/B per token.")
 
 
-@question("chatbot_spec", A, "memory bandwidth", SPECS, revisited_in="Exercise 6")
+@question("chatbot_spec", A, "memory bandwidth", SPECS, revisited_in="Exercise 4")
 def _chatbot_spec(ref):
+    ttft = ref.prefill("Llama-3-8B", "H100", 2000).time / ref.prefill("Llama-3-8B", "H200", 2000).time
+    itl = ref.decode_step("Llama-3-8B", "H100", 2000).time / ref.decode_step("Llama-3-8B", "H200", 2000).time
     chat = ref.request("Llama-3-8B", "H100", 50, 500)
-    return (f"A chatbot turn of a 50-token question and a 500-token answer spends "
-            f"{chat.decode_share.m_as(''):.1%} of its time decoding (Llama-3-8B, H100), and decode is memory-bound: "
-            "memory bandwidth sets how fast its words stream, and its short prompts are memory-bound too.")
+    h100, h200 = ref.hardware("H100"), ref.hardware("H200")
+    flops = (h200.peak_flops("fp16") / h100.peak_flops("fp16")).m_as("")
+    bandwidth = (h200.memory_bandwidth / h100.memory_bandwidth).m_as("")
+    return (f"The H200 has {flops:.2f} times the H100's peak FLOP/s and {bandwidth:.2f} times its bandwidth: the "
+            f"TTFT of a 2,000-token prompt "
+            f"improves {ttft.m_as(''):.2f}x, the ITL {itl.m_as(''):.2f}x. A chatbot turn of a 50-token question and "
+            f"a 500-token answer spends {chat.decode_share.m_as(''):.1%} of its time decoding (Llama-3-8B, H100), "
+            "and its short prompts are memory-bound too: memory bandwidth sets how fast it answers.")
+
+
+TURN_OPTIONS = {
+    "under 100 tokens": ("under 100", "below 100", "less than 100", "< 100"),
+    "100 to 250 tokens": ("100 to 250", "100-250", "100 250", "between 100 and 250"),
+    "250 to 500 tokens": ("250 to 500", "250-500", "250 500", "between 250 and 500"),
+    "over 500 tokens": ("over 500", "above 500", "more than 500", "> 500"),
+}
+
+
+@question("a100_prefill_turn", A, "100 to 250 tokens", TURN_OPTIONS)
+def _a100_prefill_turn(ref):
+    turns = {d: ref.prefill_compute_bound_len("Llama-3-8B", d) for d in ("A100-80GB", "H100")}
+    devices = {d: ref.hardware(d) for d in turns}
+    ridges = {d: devices[d].ridge_point("fp16").m_as("FLOP/B") for d in turns}
+    flops = (devices["H100"].peak_flops("fp16") / devices["A100-80GB"].peak_flops("fp16")).m_as("")
+    bandwidth = (devices["H100"].memory_bandwidth / devices["A100-80GB"].memory_bandwidth).m_as("")
+    return (f"On the A100-80GB the prefill of Llama-3-8B turns compute-bound from a {turns['A100-80GB']}-token "
+            f"prompt, against {turns['H100']} on the H100. The turn sits near the ridge point counted in tokens "
+            f"(the A100's is {ridges['A100-80GB']:.0f} FLOP/B, the H100's {ridges['H100']:.0f}): each prompt token "
+            f"adds about one FLOP per byte of weights read. The H100 has {flops:.1f} times the A100's FLOP/s but only "
+            f"{bandwidth:.1f} times its bandwidth, so it needs a longer prompt to keep its cores busy.")
