@@ -155,6 +155,8 @@ def test_predictions_are_recorded_and_revealed_not_graded(capsys):
     assert "Noted: compute_bound_phase = 'decode'" in capsys.readouterr().out
     check.record("compute_bound_phase", "both")
     assert "is not one of the options" in capsys.readouterr().out
+    check.record("compute_bound_phase", Ellipsis)  # the cell as released
+    assert "No prediction yet" in capsys.readouterr().out
     check.reveal("compute_bound_phase", "decode")  # wrong: told so, with the explanation, and nothing raised
     said = capsys.readouterr().out
     assert "the numbers say 'prefill'" in said and "ridge point is 295 FLOP/B" in said  # 989.4e12 / 3.35e12

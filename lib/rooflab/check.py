@@ -388,9 +388,12 @@ def record(name: str, answer: object) -> None:
 
     question = exercises.get_question(name)
     chosen = _matched(question, answer)
+    choices = ", ".join(repr(k) for k in question.options)
+    if answer is Ellipsis:
+        print(f"No prediction yet: replace the ... after {name} = with one of {choices}, then run this cell again.")
+        return
     if chosen is None:
-        print(f"{name} = {answer!r} is not one of the options ({', '.join(repr(k) for k in question.options)}): "
-              "pick one, then run this cell again.")
+        print(f"{name} = {answer!r} is not one of the options ({choices}): pick one, then run this cell again.")
         return
     later = f" {question.revisited_in} shows whether the numbers agree." if question.revisited_in else ""
     print(f"Noted: {name} = {chosen!r}.{later}")
