@@ -80,6 +80,11 @@ def _step(s, weights=None, cache=1.0, flops_batch=True, caches_batch=True, memor
     return decode_step_time
 
 
+def _weights_ratio(s, model, fmt, group_size=None):
+    """FP16 weights' bytes over ``fmt``'s: a speed-up from the weights alone."""
+    return (s["quantized_weight_bytes"](model, "fp16") / s["quantized_weight_bytes"](model, fmt, group_size)).m_as("")
+
+
 def _every_weight_quantized(s):
     """quantized_weight_bytes that stores the embedding table and head like the body, whatever it is told."""
     return lambda model, fmt, group_size=None: s["quantized_weight_bytes"](model, fmt, group_size,
@@ -88,7 +93,8 @@ def _every_weight_quantized(s):
 
 def _speedup_of(step):
     def decode_speedup(model, device, context_len, batch, fmt, group_size=None):
-        return (step(model, device, context_len, batch) / step(model, device, context_len, batch, fmt, group_size)).m_as("")
+        fp16 = step(model, device, context_len, batch)
+        return (fp16 / step(model, device, context_len, batch, fmt, group_size)).m_as("")
     return decode_speedup
 
 
@@ -212,10 +218,12 @@ MISTAKES.update({
     },
     "decode_speedup": {
         "milliseconds for seconds": lambda s: (_step(s, seconds=False), s["decode_speedup"]),
-        "the speed-up from the weights alone": lambda s: (s["decode_step_time"], lambda model, device, context_len, batch, fmt, group_size=None: (
-            s["quantized_weight_bytes"](model, "fp16") / s["quantized_weight_bytes"](model, fmt, group_size)).m_as("")),
-        "the ratio of bits (16 / bits per weight)": lambda s: (s["decode_step_time"], lambda model, device, context_len, batch, fmt, group_size=None:
-            16 / s["bits_per_weight"](fmt, group_size)),
+        "the speed-up from the weights alone": lambda s: (
+            s["decode_step_time"], lambda model, device, context_len, batch, fmt, group_size=None: _weights_ratio(
+                s, model, fmt, group_size)),
+        "the ratio of bits (16 / bits per weight)": lambda s: (
+            s["decode_step_time"], lambda model, device, context_len, batch, fmt, group_size=None: 16 / s[
+                "bits_per_weight"](fmt, group_size)),
         "the speed-up inverted": lambda s: (s["decode_step_time"], lambda *args: 1 / s["decode_speedup"](*args)),
         "the embedding table and head quantized too": lambda s: _decode(weights=_every_weight_quantized(s))(s),
         "the cache quantized with the weights": _decode(
@@ -227,8 +235,8 @@ MISTAKES.update({
         "INT8 weights multiplied at the INT8 rate": _decode(peak=lambda fmt: "int8" if fmt == "int8" else "fp16"),
     },
     "ttft_speedup": {
-        "a prefill timed by its bytes alone": lambda s: (lambda model, device, prompt_len, fmt, group_size=None: (
-            s["quantized_weight_bytes"](model, "fp16") / s["quantized_weight_bytes"](model, fmt, group_size)).m_as(""),),
+        "a prefill timed by its bytes alone": lambda s: (
+            lambda model, device, prompt_len, fmt, group_size=None: _weights_ratio(s, model, fmt, group_size),),
         "the math does not change, so 1x": lambda s: (lambda model, device, prompt_len, fmt, group_size=None: 1.0,),
         # the same code raises the device's own error for INT4 on the H100 (it has no INT4 tensor cores)
         "INT8 weights multiplied at the INT8 rate": _ttft(peak=lambda fmt: "int8" if fmt == "int8" else "fp16"),
