@@ -183,3 +183,245 @@ MISTAKES = {
             lambda ttft, itl, n: ((n - 1) * itl / ttft).m_as(""),),
     },
 }
+
+
+# -- 03_quantization ---------------------------------------------------------------------------------------------
+
+def _bits(rule):
+    """bits_per_weight with the per-weight overhead ``rule(scale_bits, zero_bits, group_size)`` in place of the
+    group's share."""
+    return lambda s: lambda fmt, group_size=None, scale_bits=16, zero_bits=0: (
+        s["BITS"][fmt] + (rule(scale_bits, zero_bits, group_size) if group_size else 0))
+
+
+def _weight_bytes(s, bits=None, edges=None, unit=lambda b: Q_(b, "B")):
+    """quantized_weight_bytes built on ``bits`` (default: the reference), the embedding table and head stored
+    at ``edges(body_bits, quantize_embeddings)`` bits, the byte count wrapped by ``unit``."""
+    bits = bits or s["bits_per_weight"]
+    edges = edges or (lambda body, quantized: body if quantized else 16)
+
+    def quantized_weight_bytes(model, fmt, group_size=None, zero_bits=0, quantize_embeddings=False):
+        body = bits(fmt, group_size, zero_bits=zero_bits)
+        total = model.non_embedding_params * body + model.embedding_and_head_params * edges(body, quantize_embeddings)
+        return unit(total / 8)
+    return quantized_weight_bytes
+
+
+def _with_bits(rule):
+    def answers(s):
+        wrong = _bits(rule)(s)
+        return wrong, _weight_bytes(s, bits=wrong)
+    return answers
+
+
+def _step(s, weights=None, cache=1.0, flops_batch=True, caches_batch=True, memory_only=False, peak=None,
+          seconds=True):
+    """decode_step_time with one mistake: the weights' bytes from ``weights``, the cache scaled by ``cache``
+    (a function of fmt and group_size), FLOPs or caches of one sequence, a memory-only step, another peak."""
+    def decode_step_time(model, device, context_len, batch, fmt="fp16", group_size=None):
+        flops = (batch if flops_batch else 1) * s["decode_flops"](model, context_len)
+        scale = cache(fmt, group_size) if callable(cache) else cache
+        caches = (batch if caches_batch else 1) * context_len * s["kv_bytes_per_token"](model) * scale
+        nbytes = (weights or s["quantized_weight_bytes"])(model, fmt, group_size) + caches
+        if memory_only:
+            time = (nbytes / device.memory_bandwidth).to("s")
+        else:
+            time, _ = s["roofline_time"](flops, nbytes, device, peak(fmt) if peak else "fp16")
+        return time if seconds else Q_(time.m_as("ms"), "s")
+    return decode_step_time
+
+
+def _weights_ratio(s, model, fmt, group_size=None):
+    """FP16 weights' bytes over ``fmt``'s: a speed-up from the weights alone."""
+    return (s["quantized_weight_bytes"](model, "fp16") / s["quantized_weight_bytes"](model, fmt, group_size)).m_as("")
+
+
+def _every_weight_quantized(s):
+    """quantized_weight_bytes that stores the embedding table and head like the body, whatever it is told."""
+    return lambda model, fmt, group_size=None: s["quantized_weight_bytes"](model, fmt, group_size,
+                                                                          quantize_embeddings=True)
+
+
+def _speedup_of(step):
+    def decode_speedup(model, device, context_len, batch, fmt, group_size=None):
+        fp16 = step(model, device, context_len, batch)
+        return (fp16 / step(model, device, context_len, batch, fmt, group_size)).m_as("")
+    return decode_speedup
+
+
+def _decode(**mistake):
+    def answers(s):
+        step = _step(s, **mistake)
+        return step, _speedup_of(step)
+    return answers
+
+
+def _ttft(weights=None, peak=None, inverted=False):
+    def answers(s):
+        def ttft_speedup(model, device, prompt_len, fmt, group_size=None):
+            flops = s["prefill_flops"](model, prompt_len)
+            fp16, _ = s["roofline_time"](flops, s["quantized_weight_bytes"](model, "fp16"), device)
+            stored = (weights or s["quantized_weight_bytes"])(model, fmt, group_size)
+            quantized, _ = s["roofline_time"](flops, stored, device, peak(fmt) if peak else "fp16")
+            return (quantized / fp16 if inverted else fp16 / quantized).m_as("")
+        return (ttft_speedup,)
+    return answers
+
+
+def _w8a8(peak=lambda compute: compute, weights=None):
+    def answers(s):
+        def w8a8_prefill_speedup(model, device, prompt_len, compute="fp8"):
+            flops = s["prefill_flops"](model, prompt_len)
+            fp16, _ = s["roofline_time"](flops, s["quantized_weight_bytes"](model, "fp16"), device, "fp16")
+            stored = (weights or s["quantized_weight_bytes"])(model, compute)
+            eight, _ = s["roofline_time"](flops, stored, device, peak(compute))
+            return (fp16 / eight).m_as("")
+        return (w8a8_prefill_speedup,)
+    return answers
+
+
+def _fits(capacity=lambda device: device.memory_capacity, per_sequence=1.0, whole=int, clamp=True, utilization=None):
+    """(largest_batch, extra_sequences) with one mistake in largest_batch."""
+    def answers(s):
+        def largest_batch(model, device, context_len, fmt, group_size, kv_precision, gpu_memory_utilization=0.9):
+            u = gpu_memory_utilization if utilization is None else utilization
+            room = u * capacity(device) - s["quantized_weight_bytes"](model, fmt, group_size)
+            sequence = context_len * s["kv_bytes_per_token"](model, kv_precision) * per_sequence
+            count = whole((room / sequence).m_as(""))
+            return max(0, count) if clamp else count
+
+        def extra_sequences(model, device, context_len, gpu_memory_utilization=0.9):
+            return (largest_batch(model, device, context_len, "int4", 128, "fp8", gpu_memory_utilization)
+                    - largest_batch(model, device, context_len, "fp16", None, "fp16", gpu_memory_utilization))
+        return largest_batch, extra_sequences
+    return answers
+
+
+def _fp16_cache_extra(s):
+    largest_batch = s["largest_batch"]
+
+    def extra_sequences(model, device, context_len, gpu_memory_utilization=0.9):
+        return (largest_batch(model, device, context_len, "int4", 128, "fp16", gpu_memory_utilization)
+                - largest_batch(model, device, context_len, "fp16", None, "fp16", gpu_memory_utilization))
+    return largest_batch, extra_sequences
+
+
+def _cheapest(time=None, fits="steady", meets=lambda s, ttft, itl: s.meets(ttft, itl), pick=min,
+              efficiency_used=lambda asked: asked, default="typical"):
+    """cheapest_config with one mistake: how each configuration is timed, how its fit is checked, which limits
+    are compared, which price is picked, which efficiency is used."""
+    import rooflab as rl
+
+    def cheapest_config(model, configs, prompt_len, output_len, batch, ttft_limit, itl_limit, efficiency=default):
+        good = []
+        for name, (device, precision, price) in configs.items():
+            e = efficiency_used(efficiency)
+            if fits == "prompt" and not rl.memory_budget(model, device, prompt_len, batch, precision=precision).fits:
+                continue
+            try:
+                if time is not None:
+                    s = time(rl, model, device, prompt_len, output_len, batch, precision, e)
+                else:
+                    s = rl.steady_state(model, device, prompt_len, output_len, batch, precision=precision,
+                                        efficiency=e, allow_overflow=fits != "steady")
+            except rl.DoesNotFit:
+                continue
+            if meets(s, ttft_limit, itl_limit):
+                good.append((price, name))
+        return pick(good)[1] if good else None
+    return lambda s: (cheapest_config,)
+
+
+def _at_batch_one(rl, model, device, prompt_len, output_len, batch, precision, efficiency):
+    return rl.steady_state(model, device, prompt_len, output_len, 1, precision=precision, efficiency=efficiency)
+
+
+def _old_request(rl, model, device, prompt_len, output_len, batch, precision, efficiency):
+    """The batch-1 decision of the old exercise: one request alone, its memory checked at batch 1."""
+    return rl.request(model, device, prompt_len, output_len, precision=precision, efficiency=efficiency)
+
+
+def _request_batch(rl, model, device, prompt_len, output_len, batch, precision, efficiency):
+    """rl.request with batch: all the prompts prefilled at once, then decoded together (no arrivals)."""
+    return rl.request(model, device, prompt_len, output_len, precision=precision, batch=batch, efficiency=efficiency)
+
+
+def _within(ttft=True, itl=True):
+    return lambda s, ttft_limit, itl_limit: ((not ttft or s.ttft <= ttft_limit) and (not itl or s.itl <= itl_limit))
+
+
+MISTAKES.update({
+    "quantized_weight_bytes": {
+        "bits for bytes": lambda s: (s["bits_per_weight"], _weight_bytes(s, unit=lambda b: Q_(b * 8, "B"))),
+        "GB for GiB": lambda s: (s["bits_per_weight"], _weight_bytes(s, unit=lambda b: Q_(b / 2**30, "GB"))),
+        "a bare number where a quantity is asked": lambda s: (s["bits_per_weight"], _weight_bytes(s, unit=float)),
+        "forgot the group scales and zero points": _with_bits(lambda scale, zero, group: 0),
+        "forgot the zero points": _with_bits(lambda scale, zero, group: scale / group),
+        "a group's scale and zero point charged to every weight": _with_bits(lambda scale, zero, group: scale + zero),
+        "scale_bits ignored (always 16)": _with_bits(lambda scale, zero, group: (16 + zero) / group),
+        "quantized the embedding table and head as well": lambda s: (
+            s["bits_per_weight"], _weight_bytes(s, edges=lambda body, quantized: body)),
+        "the embedding table and head always in 16 bits": lambda s: (
+            s["bits_per_weight"], _weight_bytes(s, edges=lambda body, quantized: 16)),
+        "every weight counted as a body weight": lambda s: (
+            s["bits_per_weight"], lambda model, fmt, group_size=None, zero_bits=0, quantize_embeddings=False: Q_(
+                model.total_params * s["bits_per_weight"](fmt, group_size, zero_bits=zero_bits) / 8, "B")),
+    },
+    "decode_speedup": {
+        "milliseconds for seconds": lambda s: (_step(s, seconds=False), s["decode_speedup"]),
+        "the speed-up from the weights alone": lambda s: (
+            s["decode_step_time"], lambda model, device, context_len, batch, fmt, group_size=None: _weights_ratio(
+                s, model, fmt, group_size)),
+        "the ratio of bits (16 / bits per weight)": lambda s: (
+            s["decode_step_time"], lambda model, device, context_len, batch, fmt, group_size=None: 16 / s[
+                "bits_per_weight"](fmt, group_size)),
+        "the speed-up inverted": lambda s: (s["decode_step_time"], lambda *args: 1 / s["decode_speedup"](*args)),
+        "the embedding table and head quantized too": lambda s: _decode(weights=_every_weight_quantized(s))(s),
+        "the cache quantized with the weights": _decode(
+            cache=lambda fmt, group_size: {"fp16": 16, "int8": 8, "int4": 4}[fmt] / 16),
+        "one sequence's cache, not the batch's": _decode(caches_batch=False),
+        "one sequence's FLOPs, not the batch's": _decode(flops_batch=False),
+        "a memory-only step": _decode(memory_only=True),
+        # the same code raises the device's own error for INT4 on the H100 (it has no INT4 tensor cores)
+        "INT8 weights multiplied at the INT8 rate": _decode(peak=lambda fmt: "int8" if fmt == "int8" else "fp16"),
+    },
+    "ttft_speedup": {
+        "a prefill timed by its bytes alone": lambda s: (
+            lambda model, device, prompt_len, fmt, group_size=None: _weights_ratio(s, model, fmt, group_size),),
+        "the math does not change, so 1x": lambda s: (lambda model, device, prompt_len, fmt, group_size=None: 1.0,),
+        # the same code raises the device's own error for INT4 on the H100 (it has no INT4 tensor cores)
+        "INT8 weights multiplied at the INT8 rate": _ttft(peak=lambda fmt: "int8" if fmt == "int8" else "fp16"),
+        "the embedding table and head quantized too": lambda s: _ttft(weights=_every_weight_quantized(s))(s),
+        "the speed-up inverted": _ttft(inverted=True),
+    },
+    "w8a8_prefill_speedup": {
+        "the FP16 peak kept (weight-only)": _w8a8(peak=lambda compute: "fp16"),
+        "the bytes alone": lambda s: (lambda model, device, prompt_len, compute="fp8": (
+            s["quantized_weight_bytes"](model, "fp16") / s["quantized_weight_bytes"](model, compute)).m_as(""),),
+        "twice the peak, so 2x": lambda s: (lambda model, device, prompt_len, compute="fp8": (
+            device.peak_flops(compute) / device.peak_flops("fp16")).m_as(""),),
+        "the embedding table and head in 8 bits too": lambda s: _w8a8(
+            weights=lambda model, compute: s["quantized_weight_bytes"](model, compute, quantize_embeddings=True))(s),
+    },
+    "extra_sequences": {
+        "forgot the FP8 cache": _fp16_cache_extra,
+        "forgot the utilization": _fits(utilization=1.0),
+        "a utilization fixed at 0.9": _fits(utilization=0.9),
+        "half the cache per sequence (forgot K and V)": _fits(per_sequence=0.5),
+        "rounded, not floored": _fits(whole=round),
+        "no clamp at 0 when the weights do not fit": _fits(clamp=False),
+        "the capacity read in GiB": _fits(capacity=lambda device: Q_(device.memory_capacity.m_as("GiB"), "GB")),
+    },
+    "cheapest_config": {
+        "decided at batch 1": _cheapest(time=_at_batch_one),
+        "decided at batch 1, one request alone (rl.request)": _cheapest(time=_old_request, meets=_within()),
+        "rl.request with the batch (all prompts prefilled at once)": _cheapest(time=_request_batch, meets=_within()),
+        "typical efficiency whatever is asked": _cheapest(efficiency_used=lambda asked: "typical"),
+        "the ideal by default": _cheapest(default="ideal"),
+        "no memory check": _cheapest(fits="none", meets=_within()),
+        "memory checked at the prompt's length": _cheapest(fits="prompt", meets=_within()),
+        "the TTFT limit ignored": _cheapest(meets=_within(ttft=False)),
+        "the ITL limit ignored": _cheapest(meets=_within(itl=False)),
+        "the most expensive": _cheapest(pick=max),
+    },
+})

@@ -1,0 +1,321 @@
+"""Assignment 3, quantization is not a free lunch: its exercises, predictions and the explorer's question.
+
+Each visible case is chosen for the mistakes it catches (noted beside it);
+``tests/test_exercises.py`` feeds every listed mistake to prove it fails.
+"""
+
+from __future__ import annotations
+
+from ..check import _fail, choice, number, quantity
+from . import exercise, question
+
+A = "03_quantization"
+EXACT = 1e-3  # byte counts are exact arithmetic: only rounding may differ
+
+# The chat product's configurations of Exercise 6, as the notebook lists them: label -> (device, precision, USD per
+# GPU-hour).  The prices are round numbers made up for the exercise; "int4-g128" is rl.FORMATS' symmetric INT4 in
+# groups of 128 (weights only: cache and compute in FP16).
+CHAT_CONFIGS = {
+    "T4, FP16": ("T4", "fp16", 0.40),
+    "T4, INT4": ("T4", "int4-g128", 0.40),
+    "L4, FP16": ("L4", "fp16", 0.80),
+    "L4, INT4": ("L4", "int4-g128", 0.80),
+    "A100-80GB, FP16": ("A100-80GB", "fp16", 2.00),
+    "H100, FP8": ("H100", "fp8", 3.00),
+}
+
+
+def _weights(ref, fmt, group=None, zero_bits=0, embeddings=False, scale_bits=None):
+    """The reference's Precision for weights in ``fmt`` (cache and compute in FP16)."""
+    return ref.Precision(weights=fmt, kv="fp16", compute="fp16", group_size=group, scale_bits=scale_bits,
+                         zero_point=zero_bits > 0, zero_bits=zero_bits or None, quantize_embeddings=embeddings)
+
+
+# -- Exercise 1: real bits, real bytes -------------------------------------------------------------------------
+
+@exercise("quantized_weight_bytes", A, derive=True, visible=[
+    # AWQ's layout (4-bit weights, a 16-bit scale and a 4-bit zero point per group of 128), embedding table and head
+    # in 16 bits: forgetting the scales or the zero points, a group's overhead charged to every weight, bits for
+    # bytes, GB for GiB and quantizing the embedding table and head as well each fail it
+    ("Llama-3-8B", "int4", 128, 16, 4, False),
+    # INT8 in groups of 32 with 32-bit scales, the embedding table and head quantized too (as GGUF files do), on a
+    # model whose embedding table is a fifth of it: ignoring scale_bits or quantize_embeddings fails it
+    ("Gemma-2B", "int8", 32, 32, 0, True),
+])
+def _quantized_weight_bytes(answers, case, ref, rl):
+    __tracebackhide__ = True
+    bits_per_weight, quantized_weight_bytes = answers
+    name, fmt, group, scale_bits, zero_bits, embeddings = case
+    grouped = _weights(ref, fmt, group, zero_bits, scale_bits=scale_bits)
+    number(bits_per_weight(fmt, group, scale_bits, zero_bits), grouped.bits_per_weight,
+           f"bits_per_weight({fmt!r}, {group}, scale_bits={scale_bits}, zero_bits={zero_bits})", rel=EXACT)
+    m = ref.model(name)
+    stored = _weights(ref, fmt, group, zero_bits, embeddings)  # 16-bit scales, as quantized_weight_bytes counts
+    expected = m.weight_bytes(stored)
+    base = {"int4": 4, "int8": 8, "fp8": 8}.get(fmt, 16)
+    mistakes = {
+        "forgot the group scales (and zero points)": stored.bits_per_weight / base,
+        "embedding table and head in the wrong format": (
+            m.weight_bytes(_weights(ref, fmt, group, zero_bits, not embeddings)) / expected).m_as(""),
+    }
+    if zero_bits:
+        no_zero = m.weight_bytes(_weights(ref, fmt, group, 0, embeddings))
+        mistakes["forgot the zero points"] = (expected / no_zero).m_as("")
+    quantity(quantized_weight_bytes(rl.model(name), fmt, group, zero_bits, embeddings), expected,
+             f"quantized_weight_bytes({name}, {fmt!r}, {group}, zero_bits={zero_bits}, "
+             f"quantize_embeddings={embeddings})", rel=EXACT, mistakes=mistakes)
+
+
+# -- Exercise 2: decode with quantized weights -------------------------------------------------------------------
+
+def _decode_times(ref, name, device, context, batch, precision):
+    """(the roofline of the step's totals, as the exercise counts it; the library's per-operation time), in s."""
+    m, d = ref.model(name), ref.hardware(device)
+    step = ref.decode_step(name, device, context, batch, precision, allow_overflow=True)
+    caches = batch * context * ref.Q_(1, "token") * m.kv_bytes_per_token("fp16")
+    simple = max(step.flops / d.peak_flops("fp16"), (m.weight_bytes(precision) + caches) / d.memory_bandwidth)
+    return simple.to("s"), step.time.to("s")
+
+
+@exercise("decode_speedup", A, derive=True, visible=[
+    # short context, batch 1: the weights are nearly all the bytes, so a speed-up of whole-model bits (16 / 4.125,
+    # the embedding table and head quantized too) or an inverted ratio fails; the INT4 step catches GB for GiB and
+    # milliseconds for seconds
+    ("Llama-3-8B", "H100", 100, 1, "int4", 128),
+    # 8,000 tokens, batch 16: the FP16 caches are three quarters of the INT4 step's bytes, so a speed-up from the
+    # weights alone, a cache quantized with the weights, or the cache of one sequence instead of 16 fails
+    ("Llama-3-8B", "H100", 8000, 16, "int4", 128),
+    # batch 256, short context, on another device: the step is compute-bound, so a memory-only step, FLOPs of one
+    # sequence instead of the batch, or the quantized format's peak (INT8 tensor cores) fails
+    ("Llama-3-8B", "A100-80GB", 200, 256, "int8", None),
+])
+def _decode_speedup(answers, case, ref, rl):
+    __tracebackhide__ = True
+    decode_step_time, decode_speedup = answers
+    name, device, context, batch, fmt, group = case
+    simple16, careful16 = _decode_times(ref, name, device, context, batch, "fp16")
+    simple_q, careful_q = _decode_times(ref, name, device, context, batch, _weights(ref, fmt, group))
+    m, d = rl.model(name), rl.hardware(device)
+    quantity(decode_step_time(m, d, context, batch), simple16,
+             f"decode_step_time({name}, {device}, {context}, batch {batch}) in FP16", accept=(careful16,))
+    quantity(decode_step_time(m, d, context, batch, fmt, group), simple_q,
+             f"decode_step_time({name}, {device}, {context}, batch {batch}, {fmt!r}, {group})", accept=(careful_q,))
+    number(decode_speedup(m, d, context, batch, fmt, group), (simple16 / simple_q).m_as(""),
+           f"decode_speedup({name}, {device}, {context}, batch {batch}, {fmt!r}, {group})",
+           accept=((careful16 / careful_q).m_as(""),))
+
+
+# -- Exercise 3: and the prefill? ----------------------------------------------------------------------------------
+
+def _prefill_times(ref, name, device, prompt_len, precision, compute="fp16"):
+    """(max(FLOPs / peak, one read of the weights / bandwidth); the library's per-operation time), in s."""
+    m, d = ref.model(name), ref.hardware(device)
+    p = ref.prefill(name, device, prompt_len, precision, allow_overflow=True)
+    simple = max(p.flops / d.peak_flops(compute), m.weight_bytes(precision) / d.memory_bandwidth)
+    return simple.to("s"), p.time.to("s")
+
+
+@exercise("ttft_speedup", A, derive=True, visible=[
+    # a 2,000-token prompt is compute-bound: a prefill timed by its bytes alone (a 2.8x "gain") fails
+    ("Llama-3-8B", "H100", 2000, "int4", 128),
+    # a 32-token prompt is memory-bound: "the math does not change, so 1x" fails, and so does quantizing the
+    # embedding table and head with the body (3.9x instead of 2.8x)
+    ("Llama-3-8B", "H100", 32, "int4", 128),
+    # INT8 weights on the A100 at 100 tokens, memory-bound in FP16 and compute-bound in INT8: multiplying at the
+    # INT8 tensor-core rate (weight-only quantization still multiplies in FP16) fails
+    ("Mistral-7B", "A100-80GB", 100, "int8", None),
+])
+def _ttft_speedup(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (ttft_speedup,) = answers
+    name, device, prompt_len, fmt, group = case
+    simple16, careful16 = _prefill_times(ref, name, device, prompt_len, "fp16")
+    simple_q, careful_q = _prefill_times(ref, name, device, prompt_len, _weights(ref, fmt, group))
+    number(ttft_speedup(rl.model(name), rl.hardware(device), prompt_len, fmt, group), (simple16 / simple_q).m_as(""),
+           f"ttft_speedup({name}, {device}, {prompt_len}, {fmt!r}, {group})",
+           accept=((careful16 / careful_q).m_as(""),))
+
+
+# -- Exercise 4: 8-bit compute ------------------------------------------------------------------------------------
+
+@exercise("w8a8_prefill_speedup", A, derive=True, visible=[
+    # a 2,000-token prompt is compute-bound: keeping the FP16 peak (1x) or timing the bytes alone (1.8x) fails
+    ("Llama-3-8B", "H100", 2000, "fp8"),
+    # a 16-token prompt is memory-bound: "twice the peak, so 2x" fails (the bytes shrink 1.8x, the embedding table
+    # and head staying 16-bit), and so does storing the embedding table and head in FP8 too (exactly 2x)
+    ("Llama-3-8B", "H100", 16, "fp8"),
+])
+def _w8a8_prefill_speedup(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (w8a8_prefill_speedup,) = answers
+    name, device, prompt_len, compute = case
+    said = f"w8a8_prefill_speedup({name}, {device}, {prompt_len}, {compute!r})"
+    m, d = rl.model(name), rl.hardware(device)
+    if compute not in ref.hardware(device).precisions:
+        try:
+            answer = w8a8_prefill_speedup(m, d, prompt_len, compute)
+        except ValueError:
+            return
+        _fail(f"{said} = {answer!r}, but the {device} has no {compute} tensor cores: it should raise the error "
+              f"device.peak_flops({compute!r}) raises, not return a number.")
+    eight = ref.Precision(weights=compute, kv="fp16", compute=compute)
+    simple16, careful16 = _prefill_times(ref, name, device, prompt_len, "fp16")
+    simple8, careful8 = _prefill_times(ref, name, device, prompt_len, eight, compute)
+    number(w8a8_prefill_speedup(m, d, prompt_len, compute), (simple16 / simple8).m_as(""), said,
+           accept=((careful16 / careful8).m_as(""),))
+
+
+# -- Exercise 5: memory freed is room for sequences --------------------------------------------------------------
+
+@exercise("extra_sequences", A, derive=True, visible=[
+    # the running example: forgetting the FP8 cache, the utilization, K and V, the capacity read in GiB, or rounding
+    # instead of taking the floor fails it
+    ("Llama-3-8B", "H100", 8000, 0.9),
+    # FP16 weights of Llama-3-70B do not fit an H100 at all: a negative batch (no clamp at 0) fails, and so does a
+    # utilization fixed at 0.9 (the running example asks for 0.9)
+    ("Llama-3-70B", "H100", 4000, 0.95),
+])
+def _extra_sequences(answers, case, ref, rl):
+    __tracebackhide__ = True
+    largest_batch, extra_sequences = answers
+    name, device, context, utilization = case
+    small = ref.Precision(weights="int4", kv="fp8", compute="fp16", group_size=128)
+    fits = {p: ref.memory_budget(name, device, context, 1, p, utilization).max_batch for p in ("fp16", small)}
+    m, d = rl.model(name), rl.hardware(device)
+    for (fmt, group, kv), precision in [(("fp16", None, "fp16"), "fp16"), (("int4", 128, "fp8"), small)]:
+        number(largest_batch(m, d, context, fmt, group, kv, utilization), fits[precision],
+               f"largest_batch({name}, {device}, {context}, {fmt!r}, {group}, {kv!r}, {utilization})", rel=1e-9)
+    number(extra_sequences(m, d, context, utilization), fits[small] - fits["fp16"],
+           f"extra_sequences({name}, {device}, {context}, {utilization})", rel=1e-9)
+
+
+# -- Exercise 6: the cheapest configuration that meets the target, at the load it serves -------------------------
+
+def _cheapest(ref, name, configs, prompt_len, output_len, batch, ttft_ms, itl_ms, efficiency):
+    """The labels of the cheapest configurations that fit ``batch`` sequences and meet both limits (empty: none)."""
+    good = []
+    for label, (device, precision, price) in configs.items():
+        try:
+            s = ref.steady_state(name, device, prompt_len, output_len, batch, precision=precision,
+                                 efficiency=efficiency or "typical")
+        except ref.DoesNotFit:
+            continue
+        if s.meets(ref.Q_(ttft_ms, "ms"), ref.Q_(itl_ms, "ms")):
+            good.append((price, label))
+    return [label for price, label in good if price == min(good)[0]]
+
+
+@exercise("cheapest_config", A, visible=[
+    # the chat product at batch 1, efficiency left to its default: the ideal's answer (T4, INT4), ignoring the TTFT
+    # limit (T4, INT4 again), ignoring the ITL limit (L4, FP16) or the most expensive (H100, FP8) fails
+    ("Llama-3-8B", CHAT_CONFIGS, 1000, 300, 1, 300, 30, None),
+    # the same product under its load, 16 sequences at once: deciding at batch 1 (L4, INT4) fails, and so does
+    # rl.request with batch 16, which prefills all 16 prompts at once (H100, FP8)
+    ("Llama-3-8B", CHAT_CONFIGS, 1000, 300, 16, 300, 30, "typical"),
+    # 64 sequences with loose limits, at the ideal: the cheap configurations do not fit 64 caches of 1,300 tokens,
+    # so skipping the memory check or checking it at the prompt's length (T4, INT4), typical efficiency whatever is
+    # asked (A100-80GB, FP16) or batch 1 (T4, INT4) fails
+    ("Llama-3-8B", CHAT_CONFIGS, 1000, 300, 64, 500, 100, "ideal"),
+])
+def _cheapest_config(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (cheapest_config,) = answers
+    name, configs, prompt_len, output_len, batch, ttft_ms, itl_ms, efficiency = case
+    said = (f"cheapest_config({name}, {prompt_len}/{output_len} tokens, batch {batch}, TTFT <= {ttft_ms} ms, "
+            f"ITL <= {itl_ms} ms, {efficiency or 'efficiency left to its default'})")
+    args = (rl.model(name), dict(configs), prompt_len, output_len, batch, rl.Q_(ttft_ms, "ms"), rl.Q_(itl_ms, "ms"))
+    answer = cheapest_config(*args) if efficiency is None else cheapest_config(*args, efficiency)
+    cheapest = _cheapest(ref, name, configs, prompt_len, output_len, batch, ttft_ms, itl_ms, efficiency)
+    if not cheapest:
+        if answer is not None:
+            _fail(f"{said} = {answer!r}, but no configuration fits and meets both limits: it should return None. "
+                  + _verdict(ref, name, configs, answer, prompt_len, output_len, batch, efficiency, ttft_ms, itl_ms),
+                  "a configuration that does not fit or misses a limit")
+        return
+    if answer is None:
+        _fail(f"{said} = None, but at least one configuration fits and meets both limits.", "None for a configuration")
+    if answer not in configs:  # not one of the names (or the right one spelled otherwise): the checker says which
+        choice(answer, cheapest[0], said, {label: () for label in configs})
+        return
+    if answer not in cheapest:
+        _fail(f"{said} = {answer!r} is not the cheapest configuration that fits and meets both limits: "
+              + _verdict(ref, name, configs, answer, prompt_len, output_len, batch, efficiency, ttft_ms, itl_ms),
+              f"cheapest_config: {answer} instead of {cheapest[0]}")
+
+
+def _verdict(ref, name, configs, label, prompt_len, output_len, batch, efficiency, ttft_ms, itl_ms):
+    """What the configuration ``label`` gives at this load, in one sentence (why it is not the answer)."""
+    device, precision, _ = configs[label]
+    s = ref.steady_state(name, device, prompt_len, output_len, batch, precision=precision,
+                         efficiency=efficiency or "typical", allow_overflow=True)
+    if not s.fits:
+        return (f"{label} cannot hold {batch} sequences of {prompt_len + output_len:,} tokens (at most "
+                f"{s.max_batch} fit).")
+    load = (f"with {batch} sequence{'s' if batch > 1 else ''} at once and {efficiency or 'typical'} efficiency, "
+            f"{label} gives TTFT {s.ttft.m_as('ms'):.0f} ms and ITL {s.itl.m_as('ms'):.1f} ms")
+    if s.meets(ref.Q_(ttft_ms, "ms"), ref.Q_(itl_ms, "ms")):
+        return f"{load}, within both limits, but a cheaper configuration is within them too."
+    return f"{load}, outside the limits."
+
+
+# -- predictions and the explorer's question -----------------------------------------------------------------------
+
+PHASES = {"prefill": ("the prefill", "prompt"), "decode": ("decoding", "the decode", "generation"),
+          "both": ("both phases", "prefill and decode"), "neither": ("none", "no phase")}
+
+
+@question("int4_speeds_up", A, "decode", PHASES, revisited_in="The cell after Exercise 3")
+def _int4_speeds_up(ref):
+    int4 = _weights(ref, "int4", 128)
+    prefill = [ref.prefill("Llama-3-8B", "H100", 2000, p).time for p in ("fp16", int4)]
+    step = [ref.decode_step("Llama-3-8B", "H100", 2000, 1, p).time for p in ("fp16", int4)]
+    short = [ref.prefill("Llama-3-8B", "H100", 32, p).time for p in ("fp16", int4)]
+    return (f"Weight-only INT4 leaves the prefill of a 2,000-token prompt at {prefill[0].m_as('ms'):.1f} ms against "
+            f"{prefill[1].m_as('ms'):.1f} ms (Llama-3-8B, H100, ideal): it was waiting on FP16 math, which INT4 "
+            f"weights do not change. A decode step at 2,000 tokens drops from {step[0].m_as('ms'):.2f} to "
+            f"{step[1].m_as('ms'):.2f} ms, {(step[0] / step[1]).m_as(''):.1f}x faster, because it waits on the bytes "
+            f"it reads. The exception is a prompt short enough to be memory-bound: 32 tokens prefill "
+            f"{(short[0] / short[1]).m_as(''):.1f}x faster.")
+
+
+GAINS = {"more": ("more than", "larger", "greater"), "the same": ("same", "equal", "about the same"),
+         "less": ("less than", "smaller", "lower")}
+
+
+@question("long_context_gain", A, "less", GAINS, revisited_in="The cell after Exercise 2")
+def _long_context_gain(ref):
+    m = ref.model("Llama-3-8B")
+    int4 = _weights(ref, "int4", 128)
+    times = [ref.decode_step("Llama-3-8B", "H100", 8000, 16, p).time for p in ("fp16", int4)]
+    caches = (16 * 8000 * ref.Q_(1, "token") * m.kv_bytes_per_token("fp16")).to("GB")
+    return (f"INT4 in groups of 128 reads {16 / int4.bits_per_weight:.2f}x fewer bytes per body weight, but at 8,000 "
+            f"tokens and batch 16 a step also reads {caches.m_as('GB'):.1f} GB of FP16 caches, which weight-only "
+            f"INT4 leaves alone, next to {m.weight_bytes(int4).m_as('GB'):.1f} GB of INT4 weights (the embedding "
+            f"table and head still 16-bit). The step goes from {times[0].m_as('ms'):.1f} to "
+            f"{times[1].m_as('ms'):.1f} ms (Llama-3-8B, H100, ideal): {(times[0] / times[1]).m_as(''):.2f}x, less "
+            "than the ratio of bits.")
+
+
+CHANGES = {"int4 weights": ("int4", "weights", "int4 weight"),
+           "fp8 cache": ("fp8 kv cache", "fp8 kv", "kv cache", "cache", "kv", "fp8 cache"),
+           "fp8 compute": ("compute", "fp8 compute", "w8a8")}
+
+
+@question("long_context_change", A, "fp8 cache", CHANGES)
+def _long_context_change(ref):
+    options = {"FP16 everywhere": "fp16",
+               "INT4 weights": ref.Precision(weights="int4", kv="fp16", compute="fp16"),
+               "an FP8 cache": ref.Precision(weights="fp16", kv="fp8", compute="fp16"),
+               "FP8 compute": ref.Precision(weights="fp16", kv="fp16", compute="fp8")}
+    itl = {label: ref.request("Llama-3.1-8B", "H100", 32000, 256, p, batch=8).itl for label, p in options.items()}
+    one = {label: ref.request("Llama-3.1-8B", "H100", 32000, 256, options[label]).itl
+           for label in ("INT4 weights", "an FP8 cache")}
+    shown = ", ".join(f"{label} {t.m_as('ms'):.1f} ms" for label, t in itl.items())
+    m = ref.model("Llama-3.1-8B")
+    caches = (8 * 32000 * ref.Q_(1, "token") * m.kv_bytes_per_token("fp16")).to("GB")
+    return (f"At 32,000 tokens and batch 8 the ideal ITL is: {shown} (Llama-3.1-8B, H100). Eight caches of 32,000 "
+            f"FP16 tokens are {caches.m_as('GB'):.0f} GB, against {m.weight_bytes('fp16').m_as('GB'):.0f} GB of "
+            "weights, so halving the cache saves more bytes than INT4 weights do; FP8 compute changes no "
+            "byte, and a decode step waits on bytes. At batch 1 the order flips: INT4 weights "
+            f"{one['INT4 weights'].m_as('ms'):.1f} ms, an FP8 cache {one['an FP8 cache'].m_as('ms'):.1f} ms. "
+            "Quantize what dominates the bytes.")
