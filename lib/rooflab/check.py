@@ -136,8 +136,8 @@ def _factor_mistake(ratio: float, expected_dim, rel: float, extra: dict[str, flo
 
 
 def _percent(rel: float) -> str:
-    """A tolerance as it is: 0.005 -> '0.5%', 0.02 -> '2%'."""
-    return f"{rel * 100:.3g}%"
+    """A tolerance as it is: 0.005 -> 'within 0.5%', 0.02 -> 'within 2%'; a count's 1e-9 -> 'exactly'."""
+    return "exactly, up to rounding" if rel < 1e-6 else f"within {rel * 100:.3g}%"
 
 
 def quantity(
@@ -196,7 +196,7 @@ def quantity(
     if found:
         phrase, mistake = found
         _fail(f"{name} = {shown} is {phrase} from the expected {want}.", mistake)
-    _fail(f"{name} = {shown}, expected {want} (within {_percent(rel)}); it is {worst:.4g} times the expected "
+    _fail(f"{name} = {shown}, expected {want} ({_percent(rel)}); it is {worst:.4g} times the expected "
           "value, which is no slip of units or a known factor: look for a term left out or counted twice.")
 
 
@@ -257,7 +257,8 @@ def choice(answer: object, expected: str, name: str = "answer", options: dict[st
     if not matched:
         _fail(f"{name} = {answer!r} is not one of the options: {', '.join(repr(k) for k in options)}.")
     if matched[0] != expected:
-        _fail(f"{name} = {answer!r} is not right.", f"{name}: {matched[0]} instead of {expected}")
+        # The tag names the wrong pick, not the right one: the message must not hand out the answer.
+        _fail(f"{name} = {answer!r} is not right.", f"{name}: picked {matched[0]}")
 
 
 def _spelling(text: str) -> str:
