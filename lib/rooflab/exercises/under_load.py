@@ -301,9 +301,9 @@ def _no_communication(answer, step, call: str) -> None:
 
 @exercise("tp_step_time", A, derive=True, visible=[
     # (model, device, context_len, batch, tp, precision)
-    # Llama-3-70B at batch 1 on two H100s: the weight read is nearly all of the step, so GiB for GB (off by
+    # Llama-3-70B at batch 1 on two A100s: the weight read is nearly all of the step, so GiB for GB (off by
     # 1.074), values for bytes (off by 2) and weights not split over the GPUs show.
-    ("Llama-3-70B", "H100", 1000, 1, 2, "bf16"),
+    ("Llama-3-70B", "A100-80GB", 1000, 1, 2, "bf16"),
     # Two L40S over PCIe at batch 128: the all-reduces are 15% of the step, so leaving them out, taking the
     # link's two-way figure for one way, or one all-reduce per layer instead of two shows.
     ("Llama-3-8B", "L40S", 500, 128, 2, "fp16"),
