@@ -51,13 +51,13 @@ def _with_step(s, step_time):
     return step_time, tokens_per_second
 
 
-def _frontier(s, efficiency="typical", per_user=False, precision_used=True, beyond_memory=False, itl_unit=None):
+def _frontier(s, efficiency="typical", per_user=False, precision_used=True, beyond_memory=False, ms_for_s=False):
     def frontier_curve(model, device, prompt_len, output_len, precision="fp16"):
         options = dict(precision=precision if precision_used else "fp16", efficiency=efficiency)
         if beyond_memory:
             options.update(batch=np.arange(1, 513), allow_overflow=True)
         f = rl.frontier(model, device, prompt_len, output_len, **options)
-        itl = Q_(f.itl.m_as("s"), "ms") if itl_unit else f.itl
+        itl = Q_(f.itl.m_as("s"), "ms") if ms_for_s else f.itl
         return itl, (f.per_request_throughput if per_user else f.output_throughput)
     return frontier_curve
 
@@ -109,8 +109,9 @@ def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_
         weights = (model.non_embedding_params + batch * model.d_model) * size / (tp if weights_split else 1)
         body, _ = s["roofline_time"](Q_(batch * 2 * model.active_non_embedding_params / tp, "FLOP"),
                                      Q_(weights / 2**30, "GB") if gib else Q_(weights, "B"), device, precision)
-        attention, _ = s["roofline_time"](Q_(batch * 4 * model.layers * model.attention_width * context_len / tp, "FLOP"),
-                                          Q_(batch * (context_len + 1) * per_token / tp, "B"), device, precision)
+        attention, _ = s["roofline_time"](
+            Q_(batch * 4 * model.layers * model.attention_width * context_len / tp, "FLOP"),
+            Q_(batch * (context_len + 1) * per_token / tp, "B"), device, precision)
         head, _ = s["roofline_time"](Q_(batch * 2 * model.d_model * model.vocab / tp, "FLOP"),
                                      Q_(model.vocab * model.d_model * size / tp, "B"), device, precision)
         compute = body + attention + head
@@ -186,7 +187,7 @@ MISTAKES = {
             _frontier(s, efficiency="ideal"),
             _bend(lambda f, bent: int(f.batch[bent[0]]) if bent.size else None, efficiency="ideal")),
         "tokens/s per request taken for per GPU": lambda s: (_frontier(s, per_user=True), s["bend_batch"]),
-        "milliseconds for seconds": lambda s: (_frontier(s, itl_unit="ms"), s["bend_batch"]),
+        "milliseconds for seconds": lambda s: (_frontier(s, ms_for_s=True), s["bend_batch"]),
         "the precision left at its default": lambda s: (_frontier(s, precision_used=False), s["bend_batch"]),
         "batch beyond memory": lambda s: (_frontier(s, beyond_memory=True), s["bend_batch"]),
         "the batch's index for the batch (off by one)": lambda s: (
