@@ -86,7 +86,7 @@ def _sla(s, budget_len=None, efficiency=None, check_itl=True, bare=False, check_
 
 # -- 05_under_load ---------------------------------------------------------------------------------------------
 
-def _step(s, kv=2, heads="kv_heads", per_value=True, flops_per_mac=2, cache_batch=True, head_per_sequence=False,
+def _step05(s, kv=2, heads="kv_heads", per_value=True, flops_per_mac=2, cache_batch=True, head_per_sequence=False,
           gib=False):
     """05's step_time with one slip switched on: the K-and-V factor, the heads the cache is counted for, bytes per
     value, FLOPs per multiply-add, the caches of the batch or of one sequence, the head read per sequence, GiB."""
@@ -315,14 +315,14 @@ MISTAKES = {
     # 05_under_load
     "step_time": {
         "milliseconds for seconds": lambda s: _with_step(s, lambda *a: Q_(s["step_time"](*a).m_as("ms"), "s")),
-        "GB for GiB": lambda s: _with_step(s, _step(s, gib=True)),
-        "forgot K and V in the cache": lambda s: _with_step(s, _step(s, kv=1)),
-        "query heads for KV heads": lambda s: _with_step(s, _step(s, heads="heads")),
-        "values for bytes (no BYTES_PER_VALUE)": lambda s: _with_step(s, _step(s, per_value=False)),
-        "one FLOP per multiply-add": lambda s: _with_step(s, _step(s, flops_per_mac=1)),
+        "GB for GiB": lambda s: _with_step(s, _step05(s, gib=True)),
+        "forgot K and V in the cache": lambda s: _with_step(s, _step05(s, kv=1)),
+        "query heads for KV heads": lambda s: _with_step(s, _step05(s, heads="heads")),
+        "values for bytes (no BYTES_PER_VALUE)": lambda s: _with_step(s, _step05(s, per_value=False)),
+        "one FLOP per multiply-add": lambda s: _with_step(s, _step05(s, flops_per_mac=1)),
         "one sequence's cache for the batch's (per sequence for per batch)": lambda s: _with_step(
-            s, _step(s, cache_batch=False)),
-        "the head read once per sequence": lambda s: _with_step(s, _step(s, head_per_sequence=True)),
+            s, _step05(s, cache_batch=False)),
+        "the head read once per sequence": lambda s: _with_step(s, _step05(s, head_per_sequence=True)),
         "tokens/s per request taken for per GPU": lambda s: (
             s["step_time"],
             lambda m, d, p, o, b, precision="fp16": (Q_(1, "token") / s["step_time"](

@@ -162,3 +162,9 @@ def test_predictions_are_recorded_and_revealed_not_graded(capsys):
     assert "the numbers say 'prefill'" in said and "ridge point is 295 FLOP/B" in said  # 989.4e12 / 3.35e12
     check.reveal("compute_bound_phase", Ellipsis)
     assert "did not pick one of the options" in capsys.readouterr().out
+
+
+def test_zero_against_a_nonzero_answer_is_not_called_a_sign_slip():
+    message = fails(Q_(0, "token/s"), Q_(2730, "token/s"))
+    assert "not zero" in message and "[mistake: wrong sign]" not in message
+    assert "[mistake: wrong sign]" in fails(Q_(-2730, "token/s"), Q_(2730, "token/s"))

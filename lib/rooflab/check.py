@@ -190,7 +190,9 @@ def quantity(
     ratio = np.asarray(got.m_as(expected.units) / expected.magnitude, dtype=float)
     worst = float(ratio.flat[np.argmax(np.abs(ratio - 1))])
     shown = _describe(got.to(expected.units))
-    if worst <= 0:
+    if worst == 0:
+        _fail(f"{name} = {shown}, but the expected value is {want}, not zero.")
+    if worst < 0:
         _fail(f"{name} = {shown}, but the expected value is {want}: check the sign.", "wrong sign")
     found = _factor_mistake(worst, expected.dimensionality, rel, mistakes)
     if found:

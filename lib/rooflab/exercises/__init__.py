@@ -67,9 +67,12 @@ class Exercise:
                    if order.index(written) >= order.index(self.assignment)]
             return tuple(library_answers()) + tuple(own)
         found = []
-        for dotted in self.derive or ():
-            module, _, attribute = dotted.rpartition(".")
-            found.append(getattr(importlib.import_module(f"rooflab.{module}"), attribute))
+        for dotted in self.derive or ():  # "crossover.balanced_output_len", "fleet.SteadyState.energy_per_token"
+            module, *attributes = dotted.split(".")
+            target = importlib.import_module(f"rooflab.{module}")
+            for attribute in attributes:
+                target = vars(target)[attribute] if isinstance(target, type) else getattr(target, attribute)
+            found.append(target)
         return tuple(found)
 
 
