@@ -310,7 +310,7 @@ GAINS = {"about 60": ("60", "60x", "about 60x", "close to 60", "64", "64x"),
          "about 10": ("10", "10x", "about 10x", "close to 10")}
 
 
-@question("batch64_gain", A, "about 30", GAINS, revisited_in="The cell after Exercise 6")
+@question("batch64_gain", A, "about 30", GAINS, revisited_in="The cell after Exercise 6's figure")
 def _batch64_gain(ref):
     def gain(context_len):
         one = ref.decode_step("Llama-3-8B", "H100", context_len, 1).time
