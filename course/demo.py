@@ -239,16 +239,18 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
         "ms_for_s": [
             ("ex4_step", 'return max((flops / device.peak_flops(precision)).to("s"), (nbytes / device.memory_bandwidth).to("s"))',
              'return Q_(max((flops / device.peak_flops(precision)).m_as("ms"), (nbytes / device.memory_bandwidth).m_as("ms")), "s")'),
+            ("ex_profile", 'return (flops / time / device.peak_flops(precision)).m_as("")',
+             'return flops.m_as("FLOP") / time.m_as("ms") / device.peak_flops(precision).m_as("FLOP/s")'),
         ],
         "gb_for_gib": [
-            ("ex3_fit", "return gpu_memory_utilization * device.memory_capacity - weights",
-             'return Q_(gpu_memory_utilization * device.memory_capacity.m_as("GiB"), "GB") - weights'),
+            ("ex3_fit", "return gpu_memory_utilization * device.memory_capacity - weight_bytes(model, weight_precision)",
+             'return Q_(gpu_memory_utilization * device.memory_capacity.m_as("GiB"), "GB") - weight_bytes(model, weight_precision)'),
         ],
         "forgot_k_and_v": [
             ("ex1_kv_per_token", "values = 2 * model.layers", "values = model.layers"),
         ],
         "raises": [
-            ("ex6_equal", "    weights = Q_(", "    weights = 1 / 0 + Q_("),
+            ("ex6_equal", "    weights = weight_bytes(", "    weights = 1 / 0 + weight_bytes("),
         ],
         "infinite_loop": [
             ("ex5_gain", "def batching_gain(", "while True:  # a loop left running\n    pass\n\n\ndef batching_gain("),
@@ -260,19 +262,32 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("ex1_kv_per_token", "    values = 2 * model.layers",
              "    import warnings\n    warnings.warn('sliding windows are ignored')\n    values = 2 * model.layers"),
         ],
-        "hard_coded": [
-            ("ex1_kv_per_token", None, 'BYTES_PER_VALUE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1}\n\n\n'
-             'def kv_bytes_per_token(model, precision="fp16"):\n    return Q_(131072, "B")'),
-            ("ex2_cache", None, 'def kv_cache_bytes(model, context_len, batch=1, precision="fp16"):\n    return Q_(0.262144, "GB")'),
-            ("ex3_fit", None, 'def max_batch(model, device, context_len, weight_precision="fp16", kv_precision="fp16", gpu_memory_utilization=1.0):\n'
-             '    return 264 if gpu_memory_utilization == 1.0 else 232\n\n\n'
+        "hard_coded": [  # the visible cases' answers, told apart by what differs between the cases
+            ("ex1_kv_per_token", None, 'def kv_bytes_per_token(model, precision="fp16"):\n'
+             '    return Q_(163840 if model.layers == 80 else 131072, "B")'),
+            ("ex2_cache", None, 'def kv_cache_bytes(model, context_len, batch=1, precision="fp16"):\n'
+             '    return Q_(16.777216 if batch == 64 else 2.01326592, "GB")'),
+            ("ex3_fit", None, 'def kv_room(model, device, weight_precision="fp16", gpu_memory_utilization=1.0):\n'
+             '    if model.layers == 32:\n        return Q_(69.460287488, "GB")\n'
+             '    return Q_(6.4150224896 if weight_precision == "fp8" else -55.586603008, "GB")\n\n\n'
+             'def max_batch(model, device, context_len, weight_precision="fp16", kv_precision="fp16", gpu_memory_utilization=1.0):\n'
+             '    return 264 if model.layers == 32 else (9 if weight_precision == "fp8" else 0)\n\n\n'
              'def longest_context(model, device, batch, weight_precision="fp16", kv_precision="fp16", gpu_memory_utilization=1.0):\n'
-             '    return 529939'),
+             '    return 529939 if model.layers == 32 else (4894 if weight_precision == "fp8" else 0)'),
             ("ex4_step", None, 'def decode_step_time(model, device, context_len, batch=1, precision="fp16"):\n'
-             '    return Q_(4.87, "ms") if batch == 1 else Q_(9.80, "ms")'),
-            ("ex5_gain", None, 'def batching_gain(model, device, context_len, batch, precision="fp16"):\n    return 31.8'),
-            ("ex6_equal", None, 'def kv_equals_weights_batch(model, context_len, precision="fp16"):\n    return 61.27'),
-            ("ex7_fp8", None, 'def fp8_kv_extra_sequences(model, device, context_len, gpu_memory_utilization=0.9):\n    return 58'),
+             '    return Q_({64: 9.802, 512: 3.897, 32: 15.79}[batch], "ms")'),
+            ("ex_profile", None, 'def mfu(flops, time, device, precision="fp16"):\n'
+             '    return 0.6658 if device.name == "A100-80GB" else 0.758\n\n\n'
+             'def step_bytes(model, context_len, batch=1, precision="fp16"):\n'
+             '    return Q_({60: 49.49, 1: 15.27, 16: 12.23}[batch], "GB")\n\n\n'
+             'def mbu(nbytes, time, device):\n'
+             '    return 0.7799 if device.name == "A100-80GB" else 0.7829'),
+            ("ex5_gain", None, 'def batching_gain(model, device, context_len, batch, precision="fp16"):\n'
+             '    return 31.81 if batch == 64 else 315.2'),
+            ("ex6_equal", None, 'def kv_equals_weights_batch(model, context_len, precision="fp16"):\n'
+             '    return 61.27 if precision == "fp16" else 53.83'),
+            ("ex7_fp8", None, 'def fp8_kv_extra_sequences(model, device, context_len, gpu_memory_utilization=0.9):\n'
+             '    return 58 if context_len == 8000 else 77'),
         ],
     },
 }

@@ -44,7 +44,7 @@ def test_check_hidden_finds_the_assignment_of_a_renamed_copy(tmp_path):
     blank = course("check", "--hidden", str(renamed))
     assert blank.returncode == 1, blank.stderr
     assert "hidden tests from source/02_kv_cache/02_kv_cache.ipynb" in blank.stdout
-    assert "0/25 points" in blank.stdout
+    assert "0/30 points" in blank.stdout
 
 
 def test_check_says_why_it_cannot_find_hidden_tests(tmp_path):

@@ -6,9 +6,9 @@ Expected scores are derived from which test cells each student's fault breaks.
 not graded): prefill_flops [1 visible + 3 hidden]; weight_bytes [1+3]; decode_bytes [1+4]; roofline_time [1+3];
 ttft_and_itl [1+3]; intensities [2+3]; speedups [2+3]; sla_verdict [2+3]; decode_share [1+3].
 
-02_kv_cache (25 autograded, 7 visible): kv_bytes_per_token [1+3]; kv_cache_bytes [1+2];
-max_batch and longest_context [1+4]; decode_step_time [1+3]; batching_gain [1+2];
-kv_equals_weights_batch [1+2]; fp8_kv_extra_sequences [1+2].
+02_kv_cache (30 autograded, 8 visible): kv_bytes_per_token [1+3]; kv_cache_bytes [1+2];
+kv_room, max_batch and longest_context [1+4]; decode_step_time [1+3]; mfu, step_bytes and mbu [1+4];
+batching_gain [1+2]; kv_equals_weights_batch [1+2]; fp8_kv_extra_sequences [1+2].
 
 03_quantization (25 autograded, 6 visible): bits and bytes [1+3]; decode_speedup [1+4]; ttft_speedup [1+2];
 w8a8_prefill_speedup [1+2]; extra_sequences [1+4]; cheapest_config [1+4].
@@ -79,44 +79,41 @@ EXPECTED_A = {
 # 02_kv_cache: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_B = {
     # (student, assignment): (score, status, manual points pending)
-    # the reference answers; the written answer waits for the instructor
-    ("ada", B): (25, "graded", 5),
+    # the reference answers; the written answer (10) waits for the instructor
+    ("ada", B): (30, "graded", 10),
     # blank: every test fails; an untouched written answer needs no grading
     ("blaise", B): (0, "graded", 0),
-    # the first half of the answer cells: A predict to ttft_and_itl, 2+4+3+4+4+4; B ex1-ex4, 4+3+5+4
+    # the first half of the eight answer cells: kv_bytes_per_token, kv_cache_bytes, max_batch, decode_step_time,
+    # 4 + 3 + 5 + 4 = 16
     ("cora", B): (16, "graded", 0),
-    # ms for s.  A: roofline_time [4] and ttft_and_itl [4] fail; speed-up ratios survive.
-    # B: decode_step_time [4] fails; batching_gain is a ratio of two such times and survives
-    ("dmitri", B): (21, "graded", 5),
-    # GB for GiB.  A, in weight_bytes: weight_bytes [3], the hidden decode_bytes totals [3], hidden
-    # ttft_and_itl [3] and intensities [4] fail; the visible decode_bytes and ITL pass by coincidence
-    # (weights / 1.074 lands within 2 % of the careful count that skips the embedding table).
-    # B, the capacity read in GiB: max_batch and longest_context [5] and the FP8 gain [3] fail
-    ("edsger", B): (17, "graded", 5),
-    # forgot K and V.  A: only the hidden KV-part test [3] sees it (the cache is under 2 % of the bytes
-    # elsewhere).  B: every exercise stands on kv_bytes_per_token, and every one fails
-    ("frances", B): (0, "graded", 5),
-    # raises.  A, in prefill_flops: it [4], ttft_and_itl [4], intensities [4], speedups [4] fail.
-    # B, in kv_equals_weights_batch: that exercise [3] alone
-    ("grace", B): (22, "graded", 5),
-    # a cell loops until the per-cell timeout, so its functions never exist: A decode_share [3], B batching_gain [3]
-    ("hedy", B): (22, "graded", 5),
+    # ms for s in decode_step_time [4] and in mfu [5] (the profile's two test cells run all three functions);
+    # batching_gain is a ratio of two such times and survives: 30 - 9
+    ("dmitri", B): (21, "graded", 10),
+    # GB for GiB, the capacity read in GiB: kv_room, max_batch and longest_context [5] and the FP8 gain, which
+    # counts with max_batch [3], fail (0.9 x 79.65 - 16.06 = 55.62 GB of room at 8,000 tokens: 53 FP16 and 106 FP8
+    # sequences, 53 extra instead of 58): 30 - 8
+    ("edsger", B): (22, "graded", 10),
+    # forgot K and V in kv_bytes_per_token: every exercise stands on it and every one fails, the profile's
+    # step_bytes too (the caches are 73% of the batch-60 step's bytes)
+    ("frances", B): (0, "graded", 10),
+    # raises in kv_equals_weights_batch: that exercise [3] alone
+    ("grace", B): (27, "graded", 10),
+    # a cell loops until the per-cell timeout, so batching_gain never exists [3]
+    ("hedy", B): (27, "graded", 10),
     # deleted a test cell (restored), pasted an answer twice (rebuilt), a warning on stderr (ignored),
     # a renamed notebook (found): all full marks
-    ("ivan", B): (25, "graded", 5),
-    ("joan", B): (25, "graded", 5),
-    ("linus", B): (25, "graded", 5),
-    ("niklaus", B): (25, "graded", 5),
+    ("ivan", B): (30, "graded", 10),
+    ("joan", B): (30, "graded", 10),
+    ("linus", B): (30, "graded", 10),
+    ("niklaus", B): (30, "graded", 10),
     # corrupt JSON: nothing to grade
     ("katherine", B): (0, "ungradable", 0),
-    # os._exit at the top of an answer cell kills the kernel: that cell is lost (a fresh kernel replays the rest),
-    # so its functions never exist.  A: mfu and mbu [3]; B: fp8_kv_extra_sequences [3]
-    ("olga", B): (22, "graded", 5),
-    # an IPython input transformer that turns every test cell into `pass`: the kernel's own tests all pass,
-    # the grader's run of them finds nothing defined
+    # os._exit at the top of fp8_kv_extra_sequences's cell: the kernel dies, that function never exists [3]
+    ("olga", B): (27, "graded", 10),
+    # an IPython input transformer that turns every test cell into `pass`: the grader's run finds nothing defined
     ("mallory", B): (0, "graded", 0),
-    # hard-coded visible answers: the visible points only
-    ("margaret", B): (7, "graded", 5),
+    # hard-coded visible answers: the eight visible points only
+    ("margaret", B): (8, "graded", 10),
 }
 # 03_quantization: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_C = {
@@ -193,14 +190,14 @@ EXPECTED_E = {
 EXPECTED = {**EXPECTED_A, **EXPECTED_B, **EXPECTED_C, **EXPECTED_D, **EXPECTED_E}
 MAXIMA = {
     A: 40,
-    B: 25,
+    B: 30,
     C: 25,
     D: 25,
     E: 30,
 }
 GRADED_CELLS = {  # graded cells of each assignment (test cells and written answers)
     A: 18,
-    B: 14,
+    B: 16,
     C: 12,
     D: 12,
     E: 16,

@@ -1,0 +1,349 @@
+"""Assignment 2, the KV cache: its exercises, its prediction and the explorer's question.
+
+Each visible case is chosen for the mistakes it catches (noted beside it);
+``tests/test_exercises.py`` feeds every listed mistake to prove it fails.
+Expected values follow the course's back-of-envelope convention (every weight
+stored in the format asked for, ``rooflab.earlier``), and accept the library's
+careful count where the old tests did.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ..check import MISTAKE_TAG, number, quantity
+from . import exercise, question
+
+A = "02_kv_cache"
+EXACT = 1e-3  # FLOP and byte counts are exact arithmetic: only rounding may differ
+WHOLE = 1e-9  # counts of sequences and tokens are whole numbers
+SLIP = 2e-3  # how close an answer must come to a mistake's value for the mistake to be named
+
+
+def _shown(value, like=None) -> str:
+    """A value as the checker prints it, in the unit of ``like`` when it has one."""
+    try:
+        if hasattr(value, "units"):
+            if like is not None and hasattr(like, "units"):
+                value = value.to(format(like.units, "D"))
+            return format(value, ".4g~P")
+        return format(value, ".4g")
+    except Exception:  # an answer of another dimension or type: the check's own message describes it
+        return repr(value)
+
+
+def _checked(check, answer, expected, name, slips=(), **options):
+    """``check(answer, expected, name, **options)``; when it fails and the answer is what a known structural
+    mistake gives, name that mistake.  ``slips`` are (mistake, the value it gives, what it is)."""
+    __tracebackhide__ = True
+    try:
+        check(answer, expected, name, **options)
+        return
+    except AssertionError:
+        for mistake, value, what in slips:
+            try:
+                check(answer, value, name, rel=SLIP)
+            except AssertionError:
+                continue
+            raise AssertionError(f"{name} = {_shown(answer, expected)}, expected {_shown(expected)}: your value "
+                                 f"matches {what}. {MISTAKE_TAG}{mistake}]") from None
+        raise
+
+
+def _earlier(ref):
+    """The course's versions of the exercises (``rooflab.earlier``) in the checker's private copy."""
+    return importlib.import_module(f"{ref.__name__}.earlier")
+
+
+def _cache(ref, name, context_len, batch, precision):
+    """Bytes of ``batch`` caches of ``context_len`` tokens, from the private copy."""
+    return batch * context_len * ref.Q_(1, "token") * ref.model(name).kv_bytes_per_token(precision)
+
+
+# -- Exercise 1 ---------------------------------------------------------------------
+
+@exercise("kv_bytes_per_token", A, derive=True, visible=[
+    # GQA at 16 bits: values for bytes and a forgotten K or V (2x), query heads for KV heads (4x), bits (8x)
+    ("Llama-3-8B", "fp16"),
+    # 80 layers at 8 bits: a layer count or a 2-byte value written in rather than read from the model
+    # and the format; query heads for KV heads is 8x here
+    ("Llama-3-70B", "fp8"),
+])
+def _kv_bytes_per_token(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (kv_bytes_per_token,) = answers
+    name, precision = case
+    m = ref.model(name)
+    expected = m.kv_bytes_per_token(precision) * ref.Q_(1, "token")
+    quantity(kv_bytes_per_token(rl.model(name), precision), expected, f"kv_bytes_per_token({name}, {precision!r})",
+             rel=EXACT, mistakes={"query heads for KV heads": m.heads / m.kv_heads})
+
+
+# -- Exercise 2 ---------------------------------------------------------------------
+
+@exercise("kv_cache_bytes", A, derive=True, visible=[
+    # 64 sequences: one sequence's cache for the batch's (64x); the running example's 16.8 GB
+    ("Llama-3-8B", 2000, 64, "fp16"),
+    # an 8-bit cache: the format not passed on (2x); 3 sequences of another model
+    ("Llama-3-70B", 4096, 3, "fp8"),
+])
+def _kv_cache_bytes(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (kv_cache_bytes,) = answers
+    name, context_len, batch, precision = case
+    m = ref.model(name)
+    expected = ref.memory_budget(name, "B200", context_len, batch, precision).kv
+    quantity(kv_cache_bytes(rl.model(name), context_len, batch, precision), expected,
+             f"kv_cache_bytes({name}, {context_len}, batch={batch}, {precision!r})", rel=EXACT,
+             mistakes={"per sequence for per batch": batch, "query heads for KV heads": m.heads / m.kv_heads})
+
+
+# -- Exercise 3 ---------------------------------------------------------------------
+
+@exercise("max_batch", A, derive=True, visible=[
+    # (model, device, context, batch, weights, kv, gpu_memory_utilization)
+    # the running example: the "80GB" label or the capacity read in GiB for GB (fewer bytes), rounding up
+    # (264.97 sequences), the weights left out
+    ("Llama-3-8B", "H100", 2000, 1, "fp16", "fp16", 1.0),
+    # an engine's reserve, applied to the capacity (not to what the weights leave); 8-bit weights and cache
+    # (formats not passed on: 16-bit weights do not even fit); batch 8 in longest_context (not per sequence)
+    ("Llama-3-70B", "H100", 4096, 8, "fp8", "fp8", 0.9),
+    # 141 GB of weights on an 85.5 GB device: 0 sequences and 0 tokens, not a negative count
+    ("Llama-3-70B", "H100", 4096, 8, "fp16", "fp16", 1.0),
+])
+def _max_batch(answers, case, ref, rl):
+    __tracebackhide__ = True
+    kv_room, max_batch, longest_context = answers
+    name, device, context_len, batch, weights, kv, utilization = case
+    # The exercise stores every weight in `weights`; as shipped, 8-bit weights keep the embedding and head in 16 bits.
+    every = ref.Precision(weights=weights, kv=kv, compute="fp16", quantize_embeddings=True)
+    shipped = ref.Precision(weights=weights, kv=kv, compute="fp16")
+    budgets = [ref.memory_budget(name, device, context_len, batch, p, utilization) for p in (every, shipped)]
+    m, d = rl.model(name), rl.hardware(device)
+    capacity, weight_bytes = budgets[0].capacity, budgets[0].weights
+    label = ref.Q_(float(ref.hardware(device).memory_label.removesuffix("GB")), "GB")
+    slips = [("GB for GiB", utilization * ref.Q_(capacity.m_as("GiB"), "GB") - weight_bytes,
+              f"the capacity read in GiB and written as GB (it is {capacity.to('GiB'):.2f~P}, or {capacity:.2f~P})"),
+             ("the label for the capacity", utilization * label - weight_bytes,
+              f"the name the device is sold under, {label:.0f~P}, where it reports {capacity:.2f~P}"),
+             ("the reserve taken from what the weights leave", utilization * (capacity - weight_bytes),
+              "the reserve taken from what the weights leave, not from the capacity")]
+    _checked(quantity, kv_room(m, d, weights, utilization), budgets[0].kv_room,
+             f"kv_room({name}, {device}, {weights!r}, {utilization})", slips, rel=EXACT, accept=(budgets[1].kv_room,))
+    sizes = [ref.memory_budget(name, device, context_len, 1, p, utilization).max_batch for p in (every, shipped)]
+    number(max_batch(m, d, context_len, weights, kv, utilization), sizes[0],
+           f"max_batch({name}, {device}, {context_len}, {weights}/{kv}, {utilization})", rel=WHOLE, accept=sizes[1:])
+    lengths = [ref.memory_budget(name, device, 1, batch, p, utilization).max_context for p in (every, shipped)]
+    number(longest_context(m, d, batch, weights, kv, utilization), lengths[0],
+           f"longest_context({name}, {device}, batch={batch}, {weights}/{kv}, {utilization})", rel=WHOLE,
+           accept=lengths[1:])
+
+
+# -- Exercise 4 ---------------------------------------------------------------------
+
+def _step_times(ref, name, device, context_len, batch, precision):
+    """(the course's roofline step, the same with the library's weight bytes, the library's careful step)."""
+    m, d = ref.model(name), ref.hardware(device)
+    course = _earlier(ref).decode_step_time(m, d, context_len, batch, precision)
+    flops = batch * _earlier(ref).decode_flops(m, context_len)
+    nbytes = m.weight_bytes(precision) + _cache(ref, name, context_len, batch, precision)
+    shipped = max(flops / d.peak_flops(precision), nbytes / d.memory_bandwidth).to("s")
+    careful = ref.decode_step(name, device, context_len, batch, precision, allow_overflow=True).time
+    return course, shipped, careful
+
+
+def _memory_time(ref, name, device, context_len, batch, precision):
+    """The course's step with its compute term left out."""
+    nbytes = _earlier(ref).weight_bytes(ref.model(name), precision) + _cache(ref, name, context_len, batch, precision)
+    return (nbytes / ref.hardware(device).memory_bandwidth).to("s")
+
+
+@exercise("decode_step_time", A, derive=True, visible=[
+    # (model, device, context, batch, precision)
+    # 64 sequences of 2,000 tokens, memory-bound, the caches half the bytes: ms for s, one cache for all, the
+    # weights read once per sequence, a compute-only step, F/P + B/W for the max, KV values for bytes
+    ("Llama-3-8B", "H100", 2000, 64, "fp16"),
+    # 512 short sequences at 8 bits: the matmuls bind (3.9 ms against 2.4 ms of reads), so a memory-only step,
+    # the FLOPs of one sequence, or the 16-bit peak fails
+    ("Llama-3-8B", "H200", 100, 512, "fp8"),
+    # memory-bound at 8 bits: 16-bit bytes (the format not passed to the weights or the cache) fail
+    ("Llama-3-70B", "H200", 1000, 32, "fp8"),
+])
+def _decode_step_time(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (decode_step_time,) = answers
+    name, device, context_len, batch, precision = case
+    course, shipped, careful = _step_times(ref, name, device, context_len, batch, precision)
+    answer = decode_step_time(rl.model(name), rl.hardware(device), context_len, batch, precision)
+    slips = [("a memory-only step", _memory_time(ref, name, device, context_len, batch, precision),
+              "the bytes' time alone, but at this batch the FLOPs take longer (count them for every sequence, "
+              "and keep the larger of the two times)")]
+    _checked(quantity, answer, course,
+             f"decode_step_time({name}, {device}, {context_len}, batch={batch}, {precision!r})", slips,
+             accept=(shipped, careful))
+
+
+# -- Exercise 5: reading a profile -------------------------------------------------------
+
+@exercise("profile", A, derive=True, visible=[
+    # ("mfu", FLOPs, unit, time, unit, device, precision): the prefill TensorRT-LLM measured (Llama-2-7B, 2,048
+    # tokens, A100): a percentage, ms for s, magnitudes taken without their units (TFLOP and ms)
+    ("mfu", 27.63, "TFLOP", 133, "ms", "A100-80GB", "fp16"),
+    # FP8 on the H100: the 16-bit peak (2x) for the precision asked
+    ("mfu", 3000, "GFLOP", 0.002, "s", "H100", "fp8"),
+    # ("step_bytes", model, context, batch, precision): TensorRT-LLM's batch of 60 (128-token prompts, 2,048-token
+    # answers, 1,152 tokens of context on average), where the caches are 73% of the bytes: the caches left out,
+    # one sequence's cache for the batch's, KV values for bytes
+    ("step_bytes", "Llama-2-7B", 1152, 60, "fp16"),
+    # Llama-3-8B at batch 1: its 1.05 GB input embedding table is 7% of the bytes, so counting it whole fails
+    # (read one row per token), and so does leaving out the output head
+    ("step_bytes", "Llama-3-8B", 2000, 1, "fp16"),
+    # 8-bit weights and cache: 16-bit bytes whatever the format
+    ("step_bytes", "Llama-3-8B", 4000, 16, "fp8"),
+    # ("mbu", bytes, unit, time, unit, device): the batch-60 step, 60 / 1,928 tokens/s: a percentage, ms for s
+    ("mbu", 49.49, "GB", 31.12, "ms", "A100-80GB"),
+    # another device, bytes in GiB and time in s: the A100's bandwidth written in, units dropped
+    ("mbu", 14.0, "GiB", 0.004, "s", "H200"),
+])
+def _profile(answers, case, ref, rl):
+    __tracebackhide__ = True
+    mfu, step_bytes, mbu = answers
+    kind, *args = case
+    slip = {"milliseconds for seconds": 1e3}
+    if kind == "mfu":
+        flops, flop_unit, time, time_unit, device, precision = args
+        expected = (ref.Q_(flops, flop_unit) / ref.Q_(time, time_unit) / ref.hardware(device).peak_flops(precision))
+        answer = mfu(rl.Q_(flops, flop_unit), rl.Q_(time, time_unit), rl.hardware(device), precision)
+        number(answer, expected.m_as(""), f"mfu({flops} {flop_unit}, {time} {time_unit}, {device}, {precision!r})",
+               mistakes=slip)
+    elif kind == "step_bytes":
+        name, context_len, batch, precision = args
+        m = ref.model(name)
+        careful = ref.decode_step(name, "H100", context_len, batch, precision, allow_overflow=True).bytes
+        # Every value in `precision`, the output head included (the library keeps an 8-bit model's head in 16 bits).
+        every = (ref.Q_((m.non_embedding_params + m.vocab * m.d_model + batch * m.d_model)
+                        * ref.bytes_per_element(precision), "B") + _cache(ref, name, context_len, batch, precision))
+        table = ref.Q_((m.embedding_params - batch * m.d_model) * ref.bytes_per_element(precision), "B")
+        slips = [("the whole embedding table", every + table, "the whole input embedding table read, where a step reads one row of it per sequence")]
+        _checked(quantity, step_bytes(rl.model(name), context_len, batch, precision), careful,
+                 f"step_bytes({name}, {context_len}, batch={batch}, {precision!r})", slips, rel=0.005,
+                 accept=(every,))
+    else:
+        nbytes, byte_unit, time, time_unit, device = args
+        expected = ref.Q_(nbytes, byte_unit) / ref.Q_(time, time_unit) / ref.hardware(device).memory_bandwidth
+        answer = mbu(rl.Q_(nbytes, byte_unit), rl.Q_(time, time_unit), rl.hardware(device))
+        number(answer, expected.m_as(""), f"mbu({nbytes} {byte_unit}, {time} {time_unit}, {device})",
+               mistakes={**slip, "GB for GiB": 2**30 / 1e9})
+
+
+# -- Exercise 6 ---------------------------------------------------------------------
+
+@exercise("batching_gain", A, derive=True, visible=[
+    # (model, device, context, batch): 2,000-token contexts, memory-bound: a step time for a throughput
+    # (64x), the gain upside down, the caches left out (it would say 64)
+    ("Llama-3-8B", "H100", 2000, 64),
+    # 512 short sequences: the matmuls bind, so a memory-only step says 367, not 320
+    ("Llama-3-8B", "H100", 100, 512),
+])
+def _batching_gain(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (batching_gain,) = answers
+    name, device, context_len, batch = case
+    one = _step_times(ref, name, device, context_len, 1, "fp16")
+    many = _step_times(ref, name, device, context_len, batch, "fp16")
+    course, _, careful = [(batch * a / b).m_as("") for a, b in zip(one, many)]
+    answer = batching_gain(rl.model(name), rl.hardware(device), context_len, batch)
+    memory = [_memory_time(ref, name, device, context_len, b, "fp16") for b in (1, batch)]
+    slips = [("a memory-only step", (batch * memory[0] / memory[1]).m_as(""),
+              "steps timed by their bytes alone, but at this batch the FLOPs take longer")]
+    _checked(number, answer, course, f"batching_gain({name}, {device}, {context_len}, batch={batch})", slips,
+             accept=(careful,), mistakes={"step time for throughput (forgot that a step makes batch tokens)": batch})
+
+
+# -- Exercise 7 ---------------------------------------------------------------------
+
+@exercise("kv_equals_weights_batch", A, derive=True, visible=[
+    # (model, context, precision): GQA at 16 bits: query heads for KV heads (4x), KV values or a forgotten
+    # K or V (2x), the cache of one token (2000x)
+    ("Llama-3-8B", 2000, "fp16"),
+    # 8 bits: the weights or the cache left at 16 bits (2x) while the other follows the format
+    ("Llama-3-70B", 8000, "fp8"),
+])
+def _kv_equals_weights_batch(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (kv_equals_weights_batch,) = answers
+    name, context_len, precision = case
+    m = ref.model(name)
+    cache = _cache(ref, name, context_len, 1, precision)
+    every_weight = _earlier(ref).weight_bytes(m, precision)  # the exercise: every weight in `precision`
+    answer = kv_equals_weights_batch(rl.model(name), context_len, precision)
+    number(answer, (every_weight / cache).m_as(""), f"kv_equals_weights_batch({name}, {context_len}, {precision!r})",
+           rel=0.005, accept=((m.weight_bytes(precision) / cache).m_as(""),),
+           mistakes={"query heads for KV heads": m.heads / m.kv_heads})
+
+
+# -- Exercise 8 ---------------------------------------------------------------------
+
+@exercise("fp8_kv_extra_sequences", A, visible=[
+    # (model, device, context, gpu_memory_utilization): the running example: the FP8 count for the extra,
+    # the weights in FP8 too
+    ("Llama-3-8B", "H100", 8000, 0.9),
+    # no reserve, and 76.6 FP16 sequences: the reserve written in (0.9), and "twice the FP16 batch" (the
+    # FP8 batch is floor(153.2) = 153, not 2 x 76)
+    ("Qwen2-7B", "H100", 16000, 1.0),
+])
+def _fp8_kv_extra_sequences(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (fp8_kv_extra_sequences,) = answers
+    name, device, context_len, utilization = case
+    fp8 = ref.Precision(weights="fp16", kv="fp8", compute="fp16")
+    expected = (ref.memory_budget(name, device, context_len, 1, fp8, utilization).max_batch
+                - ref.memory_budget(name, device, context_len, 1, "fp16", utilization).max_batch)
+    answer = fp8_kv_extra_sequences(rl.model(name), rl.hardware(device), context_len, utilization)
+    number(answer, expected, f"fp8_kv_extra_sequences({name}, {device}, {context_len}, {utilization})", rel=WHOLE)
+
+
+# -- Predictions and the explorer's question -------------------------------------------------
+
+GAINS = {"about 60": ("60", "60x", "about 60x", "close to 60", "64", "64x"),
+         "about 30": ("30", "30x", "about 30x", "close to 30"),
+         "about 10": ("10", "10x", "about 10x", "close to 10")}
+
+
+@question("batch64_gain", A, "about 30", GAINS, revisited_in="The cell after Exercise 6's figure")
+def _batch64_gain(ref):
+    def gain(context_len):
+        one = ref.decode_step("Llama-3-8B", "H100", context_len, 1).time
+        many = ref.decode_step("Llama-3-8B", "H100", context_len, 64).time
+        return (64 * one / many).m_as("")
+
+    budget = ref.memory_budget("Llama-3-8B", "H100", 2000, 64)
+    return (f"At 2,000 tokens of context a batch of 64 gives {gain(2000):.0f} times the tokens per second of one "
+            f"sequence (Llama-3-8B, H100, the library's careful count): the weights ({budget.weights:.1f~P}) are "
+            f"read once for all, but the 64 caches add {budget.kv:.1f~P} to every step, so a step takes about twice "
+            f"as long while it makes 64 tokens. With 128-token contexts the caches are small and the gain is "
+            f"{gain(128):.0f}, close to 64.")
+
+
+THROUGHPUT = {"about the same": ("same", "1x", "about 1x", "no change"),
+              "about 1.5x": ("1.5x", "1.5", "one and a half"),
+              "about 2x": ("2x", "2", "twice", "double", "about twice"),
+              "about 4x": ("4x", "4", "four times")}
+
+
+@question("fp8_cache_throughput", A, "about 2x", THROUGHPUT)
+def _fp8_cache_throughput(ref):
+    name, device, context_len = "Llama-3.1-8B", "H100", 32000
+    shown = []
+    for kv in ("fp16", "fp8"):
+        precision = ref.Precision(weights="fp16", kv=kv, compute="fp16")
+        batch = ref.memory_budget(name, device, context_len, 1, precision).max_batch
+        step = ref.decode_step(name, device, context_len, batch, precision, efficiency="typical").time
+        shown.append((batch, step, batch / step.m_as("s")))
+    (b16, t16, r16), (b8, t8, r8) = shown
+    full = (ref.hardware(device).memory_capacity / ref.hardware(device).memory_bandwidth).to("ms")
+    return (f"At 32,000 tokens an FP16 cache lets {b16} sequences run ({r16:,.0f} tokens/s typical, {t16.m_as('ms'):.0f} "
+            f"ms a step) and an FP8 cache {b8} ({r8:,.0f} tokens/s, {t8.m_as('ms'):.0f} ms a step): {r8 / r16:.1f} "
+            f"times the throughput. With the memory full, a step reads about all of it whatever the format (the ideal "
+            f"bound is {full:.0f~P} for the H100's whole memory), so the step time barely moves and the tokens per "
+            f"step double with the batch. At the same batch the FP8 cache only shortens the step, a smaller gain.")
