@@ -49,7 +49,7 @@ def serving_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("T4"
     which resource binds in each phase, and both phases on the device's roofline."""
     device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
     precision = w.Dropdown(options=["fp16", "bf16", "fp8", "int8"], value="fp16", description="precision")
-    prompt = _length_slider("prompt", 2000, 16, _context(model, 32768))
+    prompt = _length_slider("prompt", 2000, 16, _context(model, 32000))
     output = _length_slider("answer", 300, 2, 4096)
     batch = w.IntSlider(value=1, min=1, max=256, description="batch", continuous_update=False)
 
@@ -87,7 +87,7 @@ def memory_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L4",
     decode step's time and throughput."""
     device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
     kv = w.Dropdown(options=["fp16", "fp8"], value="fp16", description="KV cache")
-    context = _length_slider("context", 2000, 128, _context(model, 32768))
+    context = _length_slider("context", 2000, 128, _context(model, 32000))
     batch = w.IntSlider(value=64, min=1, max=512, description="batch", continuous_update=False)
 
     def render():
@@ -108,7 +108,7 @@ def precision_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L
     weights = w.Dropdown(options=["fp16", "fp8", "int8", "int4"], value="int4", description="weights")
     kv = w.Dropdown(options=["fp16", "fp8"], value="fp16", description="KV cache")
     compute = w.Dropdown(options=["fp16", "fp8", "int8", "int4"], value="fp16", description="compute")
-    context = _length_slider("context", 2000, 16, _context(model, 32768, answer=256))
+    context = _length_slider("context", 2000, 16, _context(model, 32000, answer=256))
     batch = w.IntSlider(value=1, min=1, max=256, description="batch", continuous_update=False)
 
     def render():
