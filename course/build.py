@@ -27,12 +27,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .trusted import ASSERTS
 from .kernels import kernel_config, settled, unsettled
 from .nbgrader_run import (RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrader, notebooks, read_notebook,
                            write_notebook)
 
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
-ASSERTS = re.compile(r"check\.(exercise|quantity|number|choice)\(|\bassert\b")
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 

@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from .build import ASSERTS
+from .trusted import ASSERTS
 from .kernels import kernel_config, settled, unsettled
 from .nbgrader_run import SOURCE, environment, read_notebook
 

@@ -21,12 +21,15 @@ import builtins
 import contextlib
 import dataclasses
 import io
+import re
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 HIDDEN_BLOCK = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+# What makes a test cell a test: a check of the course's checker, or an assert.
+ASSERTS = re.compile(r"check\.(exercise|quantity|number|choice)\(|\bassert\b")
 MAX_ITEMS = 100_000
 MAX_TEXT = 10_000
 
