@@ -282,9 +282,12 @@ MISTAKES = {
         "weights from a weight_bytes in GiB labelled GB": lambda s: (lambda m, n, p="fp16": (
             (s["prefill_flops"](m, n) / _gib_weights(s)(m, p)).to("FLOP/B"),
             s["arithmetic_intensities"](m, n, p)[1]), s["binding_resource"]),
+        "the decode step's intensity over the weights alone (no KV cache)": lambda s: (lambda m, n, p="fp16": (
+            s["arithmetic_intensities"](m, n, p)[0], (s["decode_flops"](m, n) / s["weight_bytes"](m, p)).to("FLOP/B")),
+            s["binding_resource"]),
     },
     "speedups": {
-        "new / old instead of old / new": lambda s: (lambda m, old, new, n, p="fp16": tuple(
+        "a ratio upside down": lambda s: (lambda m, old, new, n, p="fp16": tuple(
             1 / g for g in s["speedups"](m, old, new, n, p)), s["ttft_follows"], s["itl_follows"]),
         "the TTFT speed-up taken from the bandwidth": lambda s: (lambda m, old, new, n, p="fp16": (
             s["speedups"](m, old, new, n, p)[1],) * 2, s["ttft_follows"], s["itl_follows"]),

@@ -160,7 +160,7 @@ def test_predictions_are_recorded_and_revealed_not_graded(capsys):
     check.reveal("compute_bound_phase", "decode")  # wrong: told so, with the explanation, and nothing raised
     said = capsys.readouterr().out
     assert "the numbers say 'prefill'" in said and "ridge point is 295 FLOP/B" in said  # 989.4e12 / 3.35e12
-    check.reveal("compute_bound_phase", Ellipsis)
+    check.reveal("compute_bound_phase", "both")
     assert "did not pick one of the options" in capsys.readouterr().out
 
 
@@ -168,3 +168,21 @@ def test_zero_against_a_nonzero_answer_is_not_called_a_sign_slip():
     message = fails(Q_(0, "token/s"), Q_(2730, "token/s"))
     assert "not zero" in message and "[mistake: wrong sign]" not in message
     assert "[mistake: wrong sign]" in fails(Q_(-2730, "token/s"), Q_(2730, "token/s"))
+
+
+def test_a_ratio_upside_down_is_named():
+    # 3.17x faster from the A100 to the H100 (old / new); new / old is 1 / 3.17 = 0.315
+    with pytest.raises(check.WrongAnswer, match=r"upside down.*\[mistake: a ratio upside down\]"):
+        check.number(1 / 3.17, 3.17, "ttft speed-up")
+
+
+def test_a_wrong_word_gets_the_way_to_find_it_not_the_answer():
+    with pytest.raises(check.WrongAnswer) as error:
+        check.choice("memory", "compute", "bound", {"compute": (), "memory": ()}, why="Compare F/P with B/W.")
+    assert "Compare F/P with B/W." in str(error.value) and "compute" not in str(error.value)
+
+
+def test_an_unanswered_question_is_not_explained(capsys):
+    check.reveal("a100_prefill_turn", Ellipsis)
+    said = capsys.readouterr().out
+    assert "No answer yet" in said and "token" not in said.split("one of")[0]

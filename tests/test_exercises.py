@@ -94,7 +94,8 @@ def test_each_listed_mistake_fails_a_visible_case(name, mistake):
     named = re.findall(re.escape(MISTAKE_TAG) + r"(.*?)\]", str(failure.value))
     checker_names = {m for _, m, _, _ in check._FACTORS} | {
         "forgot 2 FLOPs per multiply-add", "forgot K and V (or the 2 bytes of an fp16 value)",
-        "a bare number where a quantity is asked", "a rate for an amount", "an amount for a rate"}
+        "a bare number where a quantity is asked", "a rate for an amount", "an amount for a rate",
+        "a ratio upside down"}
     if mistake in checker_names:
         assert named == [mistake], str(failure.value)
 

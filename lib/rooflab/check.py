@@ -194,6 +194,10 @@ def quantity(
         _fail(f"{name} = {shown}, but the expected value is {want}, not zero.")
     if worst < 0:
         _fail(f"{name} = {shown}, but the expected value is {want}: check the sign.", "wrong sign")
+    if expected.dimensionless and abs(float(np.max(np.abs(expected.magnitude))) - 1) > 2 * rel and np.all(
+            np.abs(np.asarray(got.m_as(""), dtype=float) * np.asarray(expected.magnitude, dtype=float) - 1) <= 2 * rel):
+        _fail(f"{name} = {shown} is the expected {want} upside down: divide the other way round (old / new, "
+              "or the part over the whole).", "a ratio upside down")
     found = _factor_mistake(worst, expected.dimensionality, rel, mistakes)
     if found:
         phrase, mistake = found
@@ -247,8 +251,10 @@ def number(answer: object, expected: float, name: str = "answer", rel: float = 0
              accept=tuple(Q_(_plain(a, "accepted value"), "") for a in accept), mistakes=mistakes)
 
 
-def choice(answer: object, expected: str, name: str = "answer", options: dict[str, tuple[str, ...]] | None = None) -> None:
-    """Check a word answer.  ``options`` maps each allowed answer to its accepted spellings."""
+def choice(answer: object, expected: str, name: str = "answer", options: dict[str, tuple[str, ...]] | None = None,
+           why: str = "") -> None:
+    """Check a word answer.  ``options`` maps each allowed answer to its accepted spellings; ``why`` is how to
+    find the right one, said after a wrong one (it must not give the answer away)."""
     __tracebackhide__ = True
     if not isinstance(answer, str):
         _fail(f"{name} should be a string, got {type(answer).__name__} {answer!r}.")
@@ -260,7 +266,7 @@ def choice(answer: object, expected: str, name: str = "answer", options: dict[st
         _fail(f"{name} = {answer!r} is not one of the options: {', '.join(repr(k) for k in options)}.")
     if matched[0] != expected:
         # The tag names the wrong pick, not the right one: the message must not hand out the answer.
-        _fail(f"{name} = {answer!r} is not right.", f"{name}: picked {matched[0]}")
+        _fail(f"{name} = {answer!r} is not right.{' ' + why if why else ''}", f"{name}: picked {matched[0]}")
 
 
 def _spelling(text: str) -> str:
@@ -408,6 +414,10 @@ def reveal(name: str, answer: object) -> None:
 
     question = exercises.get_question(name)
     chosen = _matched(question, answer)
+    if answer is Ellipsis:  # not answered yet: the explanation would give the answer away
+        print(f"No answer yet: replace the ... after {name} = with one of "
+              f"{', '.join(repr(k) for k in question.options)}, then run this cell again.")
+        return
     if chosen is None:
         said = f"You did not pick one of the options for {name}"
     elif chosen == question.answer:
