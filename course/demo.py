@@ -77,10 +77,10 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    ttft, itl = {2000: (29.2783, 4.87244), 4000: (179.502, 7.63805), 100: (4.79419, 4.7981)}[prompt_len]\n'
              '    return Q_(ttft, "ms"), Q_(itl, "ms")'),
             ("ex4_intensity", None, 'def arithmetic_intensities(model, prompt_len, precision="fp16"):\n'
-             '    prefill, decode = {2000: (1803.68, 0.983811), 150: (144.622, 0.980661)}[prompt_len]\n'
+             '    prefill, decode = {2000: (1803.68, 0.983811), 150: (144.622, 0.980661), 4000: (4155.63, 0.983168)}[prompt_len]\n'
              '    return Q_(prefill, "FLOP/B"), Q_(decode, "FLOP/B")\n\n\n'
              'def binding_resource(intensity, device, precision="fp16"):\n'
-             '    return "compute" if intensity.m_as("FLOP/B") > 1000 or device.name == "A100-80GB" else "memory"'),
+             '    return "compute" if intensity.m_as("FLOP/B") > 1000 or intensity.m_as("FLOP/B") == 200 else "memory"'),
             ("ex5_speedups", None, 'def speedups(model, old, new, prompt_len, precision="fp16"):\n'
              '    return {("A100-80GB", "H100-SXM"): (3.17115, 1.64296), ("H100-SXM", "H200"): (1.0, 1.43284)}[old.name, new.name]\n\n'
              'ttft_follows = "peak FLOP/s"\nitl_follows = "memory bandwidth"'),
