@@ -123,8 +123,7 @@ def _factor_mistake(ratio: float, expected_dim, rel: float, extra: dict[str, flo
         candidates.append((2.0, "forgot K and V (or the 2 bytes of an fp16 value)", "off by a factor of 2", None))
     elif "[computation]" in str(expected_dim):
         candidates.append((2.0, "forgot 2 FLOPs per multiply-add", "off by a factor of 2", None))
-    else:
-        candidates.append((2.0, "a factor of 2", "off by a factor of 2", None))
+    # Elsewhere a factor of 2 names no mistake of its own: the message says how far off it is, without a label.
     for factor, mistake, phrase, dimension in candidates:
         if factor <= 0 or factor == 1 or not _possible(dimension, expected_dim):
             continue

@@ -5,7 +5,8 @@ decode_step_time``) instead of retyping it.  These are the back-of-envelope
 versions of the exercises, not the library's careful counts: every weight is
 read once per pass, and all of them are stored in the one format asked for.
 
-Inside an exercise that asks for a derivation, the functions of that
+The docstrings of the functions a later assignment asks for (:data:`WRITTEN_IN`) do not give their formula:
+a student of that assignment reads this help.  Inside an exercise that asks for a derivation, the functions of that
 assignment and later ones (:data:`WRITTEN_IN`) are switched off like the rest
 of the library's answers; those of earlier assignments stay on, to build on.
 
@@ -55,7 +56,7 @@ def weight_bytes(model, precision="fp16"):
 
 
 def kv_bytes_per_token(model, precision="fp16"):
-    """KV-cache bytes per token of context: 2 (K and V) x layers x kv_heads x head_dim x bytes, in B (assignment 2)."""
+    """KV-cache bytes per token of context, in B (assignment 2's Exercise 1: its formula is left to the notebook)."""
     return Q_(2 * model.layers * model.kv_heads * model.head_dim * BYTES_PER_VALUE[precision], "B")
 
 
@@ -80,7 +81,8 @@ def ttft_and_itl(model, device, prompt_len, precision="fp16"):
 
 
 def decode_step_time(model, device, context_len, batch=1, precision="fp16"):
-    """Roofline time in s of one decode step of ``batch`` sequences: batch x FLOPs against weights + batch caches."""
+    """Roofline time in s of one decode step of ``batch`` sequences (assignment 2's Exercise 4: its formula is left
+    to the notebook)."""
     flops = batch * decode_flops(model, context_len)
     nbytes = weight_bytes(model, precision) + batch * context_len * kv_bytes_per_token(model, precision)
     time, _ = roofline_time(flops, nbytes, device, precision)
