@@ -142,7 +142,13 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
         ],
     },
     "04_crossover": {
-        # Answers are batches, lengths, shares and words: a time in the wrong unit has nowhere to show.
+        # decode_parts answers times: the ms-for-s student's roofline is 1000 times too long there.
+        "ms_for_s": [
+            ("ex2_operations",
+             'return max((flops / device.peak_flops(precision)).to("s"), (nbytes / device.memory_bandwidth).to("s"))',
+             'return Q_(max((flops / device.peak_flops(precision)).m_as("ms"), '
+             '(nbytes / device.memory_bandwidth).m_as("ms")), "s")'),
+        ],
         "gb_for_gib": [
             ("ex1_batch", 'weights = Q_(model.total_params * BYTES_PER_VALUE[precision], "B")',
              'weights = Q_(model.total_params * BYTES_PER_VALUE[precision] / 2**30, "GB")'),
@@ -166,17 +172,30 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              "    import warnings\n    warnings.warn('sliding windows are ignored')\n    n = np.asarray(prompt_len, dtype=float)"),
         ],
         "hard_coded": [
-            ("ex1_batch", None, 'def compute_bound_batch(model, device, precision="fp16"):\n    return 316.0'),
+            ("ex1_batch", None, 'def compute_bound_batch(model, device, precision="fp16"):\n'
+             '    return 316.0 if precision == "fp16" else 209.3'),
             ("ex2_operations", None, 'def attention_intensity(model, precision="fp16"):\n    return Q_(4.0, "FLOP/B")\n\n\n'
              'def decode_parts(model, device, context_len, batch=1, precision="fp16"):\n'
-             '    return {"body": Q_(4.167, "ms"), "attention": Q_(10.02, "ms"), "head": Q_(0.3136, "ms")}'),
-            ("ex3_attention", None, 'def attention_share(model, prompt_len):\n    return np.array([0.0362, 0.3754])\n\n\n'
+             '    if batch == 64:\n'
+             '        return {"body": Q_(4.167, "ms"), "attention": Q_(10.02, "ms"), "head": Q_(0.3136, "ms")}\n'
+             '    return {"body": Q_(45.82, "ms"), "attention": Q_(19.81, "ms"), "head": Q_(0.8604, "ms")}'),
+            ("moe_experts", None, 'def experts_read(experts, experts_per_token, batch):\n'
+             '    return {1: 2.0, 8: 7.199}.get(batch, 8.0)\n\n\n'
+             'def moe_body_bytes(model, batch, precision="fp16"):\n'
+             '    return Q_({1: 25.2356, 8: 83.8517}.get(batch, 46.4412), "GB")\n\n\n'
+             'def moe_compute_bound_batch(model, device, precision="fp16"):\n'
+             '    return 759 if precision == "fp16" else 1088'),
+            ("ex3_attention", None, 'def attention_share(model, prompt_len):\n'
+             '    return np.array([7.3725e-05, 0.036198, 0.37537])\n\n\n'
              'def attention_half_len(model):\n    return 53250.0'),
-            ("ex4_phase", None, 'def first_longer_prefill(model, device, output_len, prompt_lens):\n    return 17408\n\n\n'
-             'def exact_longer_prefill(model, device, output_len, lo, hi):\n    return 17363'),
-            ("ex5_balance", None, 'def balanced_output_len(model, device, prompt_len, efficiency="ideal"):\n    return 8'),
-            ("ex6_spec", None, 'def spec_to_buy(model, device, prompt_len, output_len):\n'
-             '    return "memory bandwidth" if output_len > prompt_len else "peak FLOP/s"'),
+            ("ex4_phase", None, 'def first_longer_prefill(model, device, output_len, prompt_lens):\n'
+             '    return 17408 if output_len == 64 else None\n\n\n'
+             'def exact_longer_prefill(model, device, output_len, lo, hi):\n'
+             '    return 17363 if output_len == 64 else 58360'),
+            ("ex5_balance", None, 'def balanced_output_len(model, device, prompt_len, efficiency="ideal"):\n'
+             '    return {2000: 8, 16000: 129}.get(prompt_len, math.inf)'),
+            ("ex6_spec", None, 'def spec_to_buy(model, device, prompt_len, output_len, batch, efficiency="typical"):\n'
+             '    return "peak FLOP/s" if batch == 64 else "memory bandwidth"'),
         ],
     },
     "05_under_load": {

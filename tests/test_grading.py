@@ -13,8 +13,9 @@ batching_gain [1+2]; kv_equals_weights_batch [1+2]; fp8_kv_extra_sequences [1+2]
 03_quantization (25 autograded, 6 visible): bits and bytes [1+3]; decode_speedup [1+4]; ttft_speedup [1+2];
 w8a8_prefill_speedup [1+2]; extra_sequences [1+4]; cheapest_config [1+4].
 
-04_crossover (25 autograded, 6 visible): compute_bound_batch [1+3]; attention_intensity and decode_parts [1+4];
-attention share [1+3]; prefill against answer [1+4]; balanced_output_len [1+3]; spec_to_buy [1+2].
+04_crossover (30 autograded, 7 visible): compute_bound_batch [1+3]; attention_intensity and decode_parts [1+4];
+moe_decode (experts read, body bytes, compute-bound batch) [1+4]; attention share [1+3]; prefill against answer
+[1+4]; balanced_output_len [1+3]; spec_to_buy [1+2].
 
 05_under_load (30 autograded, 8 of them in visible tests; its predictions are recorded, not graded):
 step_time and tokens_per_second [1+3]; frontier and bend [1+3]; largest_batch [1+3]; cost_per_million [1+2];
@@ -147,21 +148,23 @@ EXPECTED_C = {
 # 04_crossover: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_D = {
     ("mallory", D): (0, "graded", 0),
-    # 04: no time is an answer, so the ms-for-s student hands in the reference there too.
-    ("ada", D): (25, "graded", 5), ("blaise", D): (0, "graded", 0), ("dmitri", D): (25, "graded", 5),
-    ("cora", D): (13, "graded", 0),  # compute_bound_batch, with caches, attention: 4 + 5 + 4
-    # GB for GiB in the weights of compute_bound_batch: Llama-3-8B's 316 / 1.074 = 294 lands within 1 % of the
-    # careful 296, so the visible test passes; the hidden ones [3] do not (Llama-3-70B at FP8 on the H200:
-    # 209.3 / 1.074 = 194.9, against 209.3 for every weight in FP8 and 207 for the careful count)
-    ("edsger", D): (22, "graded", 5),
-    ("frances", D): (20, "graded", 5),  # half the cache bytes in decode_parts' attention: exercise 2 [1+4]
-    ("grace", D): (21, "graded", 5),  # balanced_output_len raises [4]
-    ("hedy", D): (22, "graded", 5),  # the loop stops spec_to_buy being defined [3]
-    ("ivan", D): (25, "graded", 5), ("joan", D): (25, "graded", 5), ("linus", D): (25, "graded", 5),
-    ("niklaus", D): (25, "graded", 5),
+    # 04: 30 autograded points, the written answer (10) waits for the instructor.
+    ("ada", D): (30, "graded", 10), ("blaise", D): (0, "graded", 0),
+    # the first four of its seven answer cells: compute_bound_batch, with caches, MoE, attention: 4 + 5 + 5 + 4
+    ("cora", D): (18, "graded", 0),
+    # ms for s in decode_parts' roofline: every part 1000 times too long, both of its tests [1+4]: 30 - 5
+    ("dmitri", D): (25, "graded", 10),
+    # GB for GiB in the weights of compute_bound_batch: off by 1.074 on Llama-3-70B at FP8 on the H200 (194.9 against
+    # 209.3, and 207 for the careful count), visible, and on the hidden cases: both of its tests [1+3]: 30 - 4
+    ("edsger", D): (26, "graded", 10),
+    ("frances", D): (25, "graded", 10),  # half the cache bytes in decode_parts' attention: exercise 2 [1+4]
+    ("grace", D): (26, "graded", 10),  # balanced_output_len raises [1+3]
+    ("hedy", D): (27, "graded", 10),  # the loop stops spec_to_buy being defined [1+2]
+    ("ivan", D): (30, "graded", 10), ("joan", D): (30, "graded", 10), ("linus", D): (30, "graded", 10),
+    ("niklaus", D): (30, "graded", 10),
     ("katherine", D): (0, "ungradable", 0),
-    ("olga", D): (20, "graded", 5),  # os._exit in first_longer_prefill's cell: both of its tests [5]
-    ("margaret", D): (6, "graded", 5),
+    ("olga", D): (25, "graded", 10),  # os._exit in first_longer_prefill's cell: both of its tests [1+4]
+    ("margaret", D): (7, "graded", 10),  # the seven visible tests
 }
 # 05_under_load: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_E = {
@@ -194,14 +197,14 @@ MAXIMA = {
     A: 40,
     B: 30,
     C: 25,
-    D: 25,
+    D: 30,
     E: 30,
 }
 GRADED_CELLS = {  # graded cells of each assignment (test cells and written answers)
     A: 18,
     B: 16,
     C: 12,
-    D: 12,
+    D: 14,
     E: 16,
 }
 

@@ -15,7 +15,7 @@ POINTS = {  # (autograded, written) points of each assignment
     "01_two_phases": (40, 10),
     "02_kv_cache": (30, 10),
     "03_quantization": (25, 5),
-    "04_crossover": (25, 5),
+    "04_crossover": (30, 10),
     "05_under_load": (30, 10),
 }
 

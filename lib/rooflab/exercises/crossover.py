@@ -1,0 +1,276 @@
+"""Assignment 4, crossovers: its exercises and the explorer's question.
+
+Each visible case is chosen for the mistakes it catches (noted beside it);
+``tests/test_exercises.py`` feeds every listed mistake to prove it fails.
+Hidden cases live in the instructor's hidden test cells, never here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..check import _fail, choice, number, quantity
+from . import exercise, question
+
+A = "04_crossover"
+EXACT = 1e-3  # FLOP and byte counts are exact arithmetic: only rounding may differ
+
+
+def _whole(answer, expected, call: str) -> None:
+    """Check a whole number found by a search (tokens, a batch): exactly right, or say by how much it is off."""
+    __tracebackhide__ = True
+    if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (int, float, np.integer, np.floating)):
+        _fail(f"{call} should be a whole number, got {type(answer).__name__} {answer!r}.")
+    if answer == expected:
+        return
+    if abs(answer - expected) <= 2:
+        _fail(f"{call} = {answer:,}, expected {expected:,}: {abs(answer - expected):g} "
+              f"{'too many' if answer > expected else 'too few'}. Look at the ends of the search: the first length "
+              "that crosses (> or >=), where the search starts and stops, and the output_len - 1 decode steps.",
+              "off by one")
+    _fail(f"{call} = {answer:,}, expected {expected:,}.")
+
+
+# -- Exercise 1: the batch at which decode turns compute-bound, caches left out --------------------------------
+
+@exercise("compute_bound_batch", A, derive=True, visible=[
+    # every weight against the FLOPs of a token at FP16: a missing factor 2 in the FLOPs, or weights counted as
+    # one byte a parameter, is off by 2
+    ("Llama-3-8B", "H100", "fp16"),
+    # 8-bit weights and the FP8 peak: the precision ignored (2 bytes, the FP16 peak) is off by 2 or 1/2, and GB
+    # for GiB in the weights (off by 1.074) no longer lands near the careful count, as it does on Llama-3-8B
+    ("Llama-3-70B", "H200", "fp8"),
+])
+def _compute_bound_batch(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (compute_bound_batch,) = answers
+    name, device, precision = case
+    m, d = ref.model(name), ref.hardware(device)
+    flops = ref.decode_step(name, device, 0, precision=precision, allow_overflow=True).flops
+    every_weight = ref.Q_(m.total_params * ref.bytes_per_element(precision), "B")  # the exercise's convention
+    simple, shipped = (((w / d.memory_bandwidth) / (flops / d.peak_flops(precision))).m_as("")
+                       for w in (every_weight, m.weight_bytes(precision)))
+    answer = compute_bound_batch(rl.model(name), rl.hardware(device), precision)
+    number(answer, simple, f"compute_bound_batch({name}, {device}, {precision!r})",
+           accept=(shipped, ref.decode_compute_bound_batch(name, device, precision=precision)),
+           mistakes={"GB for GiB": 2**30 / 1e9})
+
+
+# -- Exercise 2: a decode step's three operations ---------------------------------------------------------------
+
+@exercise("decode_parts", A, derive=True, visible=[
+    # batch 64 at 4,000 tokens: every part memory-bound, attention over the caches the largest: the cache read
+    # per sequence instead of per batch, K or V forgotten, query heads for KV heads, and every weight (the
+    # embedding table and head too) in the body all show
+    ("Llama-3-8B", "H100", 4000, 64, "fp16"),
+    # batch 1,024 at 300 tokens on another device: the body and the head are compute-bound, so a memory-only
+    # roofline, the head's FLOPs for one token instead of the batch, or FLOPs without their factor 2 show
+    ("Mistral-7B", "A100-80GB", 300, 1024, "bf16"),
+])
+def _decode_parts(answers, case, ref, rl):
+    __tracebackhide__ = True
+    attention_intensity, decode_parts = answers
+    name, precision = case[0], case[-1]
+    m = ref.model(name)
+    expected = ref.decode_step(name, "H100", 4000, 1, precision, allow_overflow=True).parts["attention"].intensity
+    quantity(attention_intensity(rl.model(name), precision), expected, f"attention_intensity({name}, {precision!r})",
+             mistakes={"query heads for KV heads": m.heads / m.kv_heads})
+    if len(case) == 2:  # (model, precision): the intensity alone
+        return
+    _, device, context, batch, _ = case
+    step = ref.decode_step(name, device, context, batch, precision, allow_overflow=True)
+    call = f"decode_parts({name}, {device}, {context}, {batch}, {precision!r})"
+    parts = decode_parts(rl.model(name), rl.hardware(device), context, batch, precision)
+    if not (isinstance(parts, dict) and set(parts) == {"body", "attention", "head"}):
+        _fail(f"{call} should return a dict with the keys 'body', 'attention' and 'head', got {parts!r}")
+    for operation in ("body", "attention", "head"):
+        quantity(parts[operation], step.parts[operation].time, f"{call}[{operation!r}]",
+                 mistakes={"forgot K or V in the cache": 2, "per sequence for per batch": batch})
+
+
+# -- Exercise 3: mixture of experts ------------------------------------------------------------------------------
+
+@exercise("moe_decode", A, derive=("serving.expected_experts", "serving.decode_step", "serving.request",
+                                   "serving._body_bytes", "crossover.decode_compute_bound_batch",
+                                   "fleet.steady_state"), visible=[
+    # batch 8: 7.2 experts, where k x B (16), min(E, k x B) (8) and k per token (2) are all off, and the bytes of
+    # a dense model of the active size (the experts counted per token, not per batch) fall short. First, so that
+    # a count that never saturates fails here rather than in a search for a compute-bound batch that never ends
+    ("Mixtral-8x7B", "H200", 8, "fp16"),
+    # batch 1: a token reads exactly k = 2 experts, so k/E x B (a fraction, 0.25), routing with replacement
+    # (1.875) and reading all eight experts (46 GB, not 25) show
+    ("Mixtral-8x7B", "H200", 1, "fp16"),
+    # FP8 on the H100: bytes in the precision asked for (2 bytes a value is off by 2); the compute-bound batch,
+    # about 1,088, against the ridge-point batch (about 296) of a model that reads only its active experts
+    ("Mixtral-8x7B", "H100", 64, "fp8"),
+])
+def _moe_decode(answers, case, ref, rl):
+    __tracebackhide__ = True
+    experts_read, moe_body_bytes, moe_compute_bound_batch = answers
+    if isinstance(case[0], int):  # (experts, experts_per_token, batch): the count alone
+        experts, k, batch = case
+        number(experts_read(experts, k, batch), float(ref.serving.expected_experts(experts, k, batch)),
+               f"experts_read({experts}, {k}, {batch})", rel=EXACT)
+        return
+    name, device, batch, precision = case
+    m = ref.model(name)
+    number(experts_read(m.experts, m.experts_per_token, batch),
+           float(ref.serving.expected_experts(m.experts, m.experts_per_token, batch)),
+           f"experts_read({m.experts}, {m.experts_per_token}, {batch})", rel=EXACT)
+    body = ref.decode_step(name, device, 0, batch, precision, allow_overflow=True).parts["body"]
+    quantity(moe_body_bytes(rl.model(name), batch, precision), body.bytes,
+             f"moe_body_bytes({name}, {batch}, {precision!r})", rel=EXACT,
+             mistakes={"bytes per value of another precision": 2})
+    # The library also counts the embedding rows looked up (a few kB a token): the batch may differ by one.
+    number(moe_compute_bound_batch(rl.model(name), rl.hardware(device), precision),
+           ref.decode_compute_bound_batch(name, device, 0, precision), f"moe_compute_bound_batch({name}, {device}, "
+           f"{precision!r})", rel=0.005)
+
+
+# -- Exercise 4: attention's share of the prefill ----------------------------------------------------------------
+
+@exercise("attention_share", A, derive=True, visible=[
+    # 4 tokens, where the last token's logits are 2% of the FLOPs (leaving them out shows), 2,000 (3.6%: full,
+    # non-causal attention doubles it) and 32,000 (37.5%: counting the embedding table and head in P shows); the
+    # half-way length catches a full attention matrix (half of it) and a missing factor of layers
+    ("Llama-3.1-8B", (4, 2000, 32000)),
+])
+def _attention_share(answers, case, ref, rl):
+    __tracebackhide__ = True
+    attention_share, attention_half_len = answers
+    name, lengths = case
+    lengths = np.array(lengths)
+    shares = attention_share(rl.model(name), lengths)
+    call = f"attention_share({name}, np.array({[int(n) for n in lengths]}))"
+    if np.shape(shares) != lengths.shape:
+        _fail(f"{call} should give one share per length, an array of shape {lengths.shape}; got {shares!r}. Write "
+              "it as one array expression (np.asarray(prompt_len, dtype=float)), without a loop or if.")
+    number(np.asarray(shares, dtype=float), ref.attention_share(name, lengths), call, rel=0.005)
+    number(attention_half_len(rl.model(name)), ref.attention_crossover_len(name), f"attention_half_len({name})",
+           rel=0.005)
+
+
+# -- Exercise 5: the prompt whose prefill outlasts the answer ----------------------------------------------------
+
+def _grid(kind: str, top: int) -> np.ndarray:
+    """The prompt lengths searched: every 128 tokens up to 32,768 (or the context), or 50 spaced geometrically."""
+    if kind == "every 128":
+        return np.arange(128, min(32769, top + 1), 128)
+    if kind == "50 geometric":
+        return np.geomspace(16, top, 50).astype(int)
+    raise ValueError(f"unknown grid {kind!r}: 'every 128' or '50 geometric'")
+
+
+@exercise("longer_prefill", A, visible=[
+    # a 64-token answer on the H100: crosses at 17,363 tokens, so taking the index before the first crossing, the
+    # decode of output_len steps (not output_len - 1) or TTFT against one step (ITL) all miss it
+    ("Llama-3.1-8B", "H100", 64, "every 128"),
+    # a 256-token answer on the H100 crosses beyond 32,768 tokens: no grid point does (None, not the first one,
+    # which is what np.argmax of all-False gives), while the bisection still finds it within the context
+    ("Llama-3.1-8B", "H100", 256, "every 128"),
+])
+def _longer_prefill(answers, case, ref, rl):
+    __tracebackhide__ = True
+    first_longer_prefill, exact_longer_prefill = answers
+    name, device, output_len, kind = case[:4]
+    top = ref.model(name).max_context - output_len + 1
+    hi = case[4] if len(case) > 4 else top
+    exact = ref.ttft_exceeds_decode_len(name, device, output_len)
+    grid = _grid(kind, top)
+    found = first_longer_prefill(rl.model(name), rl.hardware(device), output_len, grid)
+    call = f"first_longer_prefill({name}, {device}, {output_len}, the {kind} grid)"
+    if exact > grid[-1]:
+        if found is not None:
+            _fail(f"{call} = {found!r}, but no prompt of the grid (up to {grid[-1]:,}) outlasts the answer: "
+                  "expected None.", "a crossing where there is none")
+    else:
+        _whole(found, int(grid[np.searchsorted(grid, exact)]), call)
+    answer = exact_longer_prefill(rl.model(name), rl.hardware(device), output_len, 1, hi)
+    call = f"exact_longer_prefill({name}, {device}, {output_len}, 1, {hi})"
+    if exact > hi:
+        if answer is not None:
+            _fail(f"{call} = {answer!r}, but no prompt up to {hi:,} tokens outlasts the answer: expected None.",
+                  "a crossing where there is none")
+    else:
+        _whole(answer, exact, call)
+
+
+# -- Exercise 6: the workload crossover --------------------------------------------------------------------------
+
+@exercise("balanced_output_len", A, derive=("crossover.balanced_output_len",), visible=[
+    # a 2,000-token prompt on the H100: 8 tokens, where decoding output_len steps instead of output_len - 1, or
+    # starting the search elsewhere, is off by one
+    ("Llama-3-8B", "H100", 2000, "ideal"),
+    ("Llama-3-8B", "H100", 2000, "typical"),
+    # a 16,000-token prompt on the A100 at typical efficiency: 129 tokens, 112 at the ideal, so ignoring the
+    # efficiency shows
+    ("Llama-3.1-8B", "A100-80GB", 16000, "typical"),
+    # 8,180 tokens of Llama-3-8B's 8,192: no answer that fits balances the prefill (math.inf, not None or the
+    # search's upper end)
+    ("Llama-3-8B", "H100", 8180, "ideal"),
+])
+def _balanced_output_len(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (balanced_output_len,) = answers
+    name, device, prompt_len, efficiency = case
+    expected = ref.balanced_output_len(name, device, prompt_len, efficiency=efficiency)
+    answer = balanced_output_len(rl.model(name), rl.hardware(device), prompt_len, efficiency)
+    call = f"balanced_output_len({name}, {device}, {prompt_len}, {efficiency!r})"
+    if expected == math.inf:
+        if answer != math.inf:
+            _fail(f"{call} = {answer!r}, but no answer within {name}'s {ref.model(name).max_context:,}-token context "
+                  "balances this prompt: expected math.inf.",
+                  "None for math.inf" if answer is None else "a crossing where there is none")
+        return
+    _whole(answer, expected, call)
+
+
+# -- Exercise 7: which spec to buy, at the batch the service runs at ---------------------------------------------
+
+SPECS = {"peak FLOP/s": ("flops", "peak flops", "flop/s", "compute", "peak flop/s", "tflop/s"),
+         "memory bandwidth": ("bandwidth", "memory", "hbm bandwidth", "hbm")}
+
+
+@exercise("spec_to_buy", A, visible=[
+    # a summariser (4,000-token documents, 100-token summaries) alone on the H100: prefill 11% of the time. It
+    # catches TTFT held against one decode step instead of the whole answer, and "short answers mean FLOP/s"
+    ("Llama-3-8B", "H100", 4000, 100, 1, "typical"),
+    # the same summariser at the batch it is served at, 64: prefill 78% of the time, the answer flips. Deciding
+    # at batch 1, or prefilling one prompt while decoding 64 sequences, says memory bandwidth
+    ("Llama-3-8B", "H100", 4000, 100, 64, "typical"),
+    # a small model at batch 8 on the B200: prefill 64% at the ideal, 35% at typical efficiency, where the fixed
+    # cost of each decode step weighs; deciding at the ideal, or per sequence (decode time / batch), shows
+    ("Gemma-2B", "B200", 4000, 50, 8, "typical"),
+])
+def _spec_to_buy(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (spec_to_buy,) = answers
+    name, device, prompt_len, output_len, batch, efficiency = case
+    r = ref.request(name, device, prompt_len, output_len, batch=batch, allow_overflow=True, efficiency=efficiency)
+    expected = "peak FLOP/s" if r.ttft >= r.decode_time else "memory bandwidth"
+    answer = spec_to_buy(rl.model(name), rl.hardware(device), prompt_len, output_len, batch, efficiency)
+    choice(answer, expected, f"spec_to_buy({name}, {device}, {prompt_len}, {output_len}, batch {batch}, "
+           f"{efficiency!r})", SPECS)
+
+
+# -- the explorer's question -------------------------------------------------------------------------------------
+
+MOVES = {"shorter": ("shorter prompts", "down", "lower", "smaller", "earlier", "fewer"),
+         "longer": ("longer prompts", "up", "higher", "larger", "later", "more"),
+         "the same": ("same", "unchanged", "no change", "stays", "it stays", "does not move")}
+
+
+@question("h200_crossing", A, "shorter", MOVES)
+def _h200_crossing(ref):
+    h100, h200 = (ref.ttft_exceeds_decode_len("Llama-3.1-8B", d, 64) for d in ("H100", "H200"))
+    ttft = [ref.prefill("Llama-3.1-8B", d, 16000).time.m_as("ms") for d in ("H100", "H200")]
+    itl = [ref.decode_step("Llama-3.1-8B", d, 16000).time.m_as("ms") for d in ("H100", "H200")]
+    ratio = ref.hardware("H200").memory_bandwidth / ref.hardware("H100").memory_bandwidth
+    return (f"The H200 has the H100's peak FLOP/s and {ratio.m_as(''):.2f} times its bandwidth. A long prompt's "
+            f"prefill is compute-bound, so it takes as long on both ({ttft[0]:.0f} ms on the H100, {ttft[1]:.0f} ms on "
+            f"the H200, at 16,000 tokens), while every decode step is memory-bound and shorter on the H200 "
+            f"({itl[0]:.2f} ms on the H100, {itl[1]:.2f} ms on the H200). With the answer cheaper and the prompt not, the prefill outlasts a 64-token answer "
+            f"from {h200:,} tokens on the H200 instead of {h100:,} on the H100: more workloads sit on the prefill "
+            "side of the crossover on a GPU with more bandwidth per FLOP/s.")
