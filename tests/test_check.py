@@ -186,3 +186,12 @@ def test_an_unanswered_question_is_not_explained(capsys):
     check.reveal("a100_prefill_turn", Ellipsis)
     said = capsys.readouterr().out
     assert "No answer yet" in said and "token" not in said.split("one of")[0]
+
+
+def test_whole_factors_and_off_by_one_are_told_apart_from_unknown_misses():
+    message = fails(Q_(2 * 9.86, "ms"), Q_(9.86, "ms"), name="step")  # a factor of 2 in a time names no mistake
+    assert "2 times the expected value: a whole factor" in message and "[mistake:" not in message
+    assert "1/64 of the expected value" in fails(Q_(6488 / 64, "token/s"), Q_(6488, "token/s"))
+    with pytest.raises(check.WrongAnswer, match=r"one too many.*\[mistake: off by one\]"):
+        check.number(190, 189, "bend_batch", rel=1e-3)
+    assert "no slip of units or a known factor" in fails(Q_(1.37, "s"), Q_(1, "s"))

@@ -205,8 +205,27 @@ def quantity(
     if found:
         phrase, mistake = found
         _fail(f"{name} = {shown} is {phrase} from the expected {want}.", mistake)
+    if expected.dimensionless and np.ndim(expected.magnitude) == 0 and float(expected.magnitude).is_integer() \
+            and np.ndim(got.magnitude) == 0 and abs(float(got.m_as("")) - float(expected.magnitude)) == 1:
+        more = "one too many" if float(got.m_as("")) > float(expected.magnitude) else "one too few"
+        _fail(f"{name} = {shown}, expected {want}: {more}. Check where a count starts (0 or 1), whether the last "
+              "item is included, and whether you round down, up or to the nearest.", "off by one")
+    whole = _whole_factor(worst, rel)
+    if whole:
+        _fail(f"{name} = {shown}, expected {want} ({_percent(rel)}); it is {whole} the expected value: a whole "
+              "factor, so look for something counted once that should be counted that many times, or the other "
+              "way round (a batch, K and V, the GPUs, 2 FLOPs per multiply-add).")
     _fail(f"{name} = {shown}, expected {want} ({_percent(rel)}); it is {worst:.4g} times the expected "
           "value, which is no slip of units or a known factor: look for a term left out or counted twice.")
+
+
+def _whole_factor(ratio: float, rel: float) -> str | None:
+    """'3 times' or '1/3 of' when ``ratio`` is a whole number from 2 to 1024 or its inverse (within ``rel``)."""
+    for value, phrase in ((ratio, "{n} times"), (1 / ratio, "1/{n} of")):
+        n = round(value)
+        if 2 <= n <= 1024 and abs(value / n - 1) <= rel:
+            return phrase.format(n=n)
+    return None
 
 
 def _bare_hint(plain, expected: pint.Quantity) -> str:
@@ -375,7 +394,10 @@ def exercise(name: str, *answers, cases: list | None = None) -> None:
     for case in cases:
         with derive_yourself(*banned) if banned else _nothing():
             spec.run(answers, case, ref, rl)
-    print(f"{name}: {len(cases)} case{'s' if len(cases) != 1 else ''} right.")
+    # Name every function checked (a Remote stand-in in grading carries its name as .name).
+    named = [getattr(a, "__name__", None) or getattr(a, "name", None) for a in answers if callable(a)]
+    checked = ", ".join(n for n in named if isinstance(n, str)) or name
+    print(f"{checked}: {len(cases)} case{'s' if len(cases) != 1 else ''} right.")
 
 
 @contextmanager
