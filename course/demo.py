@@ -386,7 +386,7 @@ def _paste_twice(assignment: str, release: dict, answers: dict) -> dict:
 # An IPython input transformer that turns every test cell into `pass`: in the kernel, every test "passes".
 TRANSFORMER_CHEAT = (
     "get_ipython().input_transformers_post.append(\n"
-    "    lambda lines: ['pass\\n'] if any('rooflab.check' in line for line in lines) else lines)\n"
+    "    lambda lines: ['pass\\n'] if any('check.' in line for line in lines) else lines)\n"
 )
 
 

@@ -114,7 +114,8 @@ def _edit_locked(cells: list) -> None:
 # Everything a checker-faking cheat needs: a checker whose every check passes.
 _FAKE_CHECKER = (
     "import contextlib, types\n"
-    "fake = types.SimpleNamespace(quantity=lambda *a, **k: None, number=lambda *a, **k: None,\n"
+    "fake = types.SimpleNamespace(exercise=lambda *a, **k: None, quantity=lambda *a, **k: None,\n"
+    "                             number=lambda *a, **k: None,\n"
     "                             choice=lambda *a, **k: None, derive_yourself=contextlib.nullcontext,\n"
     "                             reference=lambda: __import__('rooflab'))\n"
 )
@@ -124,7 +125,7 @@ KINDS: list[Kind] = [
     Kind("input_transformer", extra(
         "ip = get_ipython()\n"
         "ip.input_transformers_post.append(\n"
-        "    lambda lines: ['pass\\n'] if any('rooflab.check' in line for line in lines) else lines)\n"),
+        "    lambda lines: ['pass\\n'] if any('check.' in line for line in lines) else lines)\n"),
         BLANK, "get_ipython"),
     Kind("reload_replaced", extra(_FAKE_CHECKER + "import importlib\nimportlib.reload = lambda module: fake\n"),
          BLANK, "import importlib"),
@@ -149,6 +150,16 @@ KINDS: list[Kind] = [
         "            handle.write(fake)\n"
         "    except OSError as error:\n"
         "        print('refused:', error)\n"), BLANK, "open"),
+    # The one-line test cells read `check` from the setup cell: rebinding it, patching its exercise() or the
+    # registry of cases fools the kernel's own run of the tests, never the grader's.
+    Kind("check_rebound", extra(_FAKE_CHECKER + "check = fake\n"), BLANK, "passed in the kernel"),
+    Kind("exercise_patched", extra("import rooflab.check\nrooflab.check.exercise = lambda *a, **k: None\n"),
+         BLANK, "passed in the kernel"),
+    Kind("cases_emptied", extra(
+        "import dataclasses, rooflab.exercises as ex\n"
+        "ex._load()\n"
+        "for key, spec in list(ex._EXERCISES.items()):\n"
+        "    ex._EXERCISES[key] = dataclasses.replace(spec, visible=())\n"), BLANK, "passed in the kernel"),
     Kind("settrace", extra(
         "import sys\n"
         "def skip_asserts(frame, event, arg):\n"
