@@ -236,7 +236,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              'def bend_batch(model, device, prompt_len, output_len, precision="fp16"):\n'
              '    return {2000: 189, 6000: None, 500: 271}[prompt_len]'),
             ("ex3_batch", None, 'def largest_batch(model, device, prompt_len, output_len, itl_limit, precision="fp16"):\n'
-             '    return {50: 136, 150: 355, 100: 0}[round(itl_limit.m_as("ms"))]'),
+             '    return {50: 136, 150: 355, 100: 0, 20: 0}[round(itl_limit.m_as("ms"))]'),
             ("ex4_cost", None, 'def cost_per_million(price, tokens_per_second):\n'
              '    if np.ndim(tokens_per_second.magnitude):\n'
              '        return Q_(np.array([4.5167, 0.36133, 0.060222]), "USD/Mtok")\n'

@@ -368,6 +368,9 @@ MISTAKES = {
             _largest(lambda f, limit: int(f.batch[f.itl <= limit][-1]), catch=False),),
         "None, not 0, for a model that does not fit": lambda s: (
             lambda *a: (lambda n: None if n == 0 else n)(s["largest_batch"](*a)),),
+        "None, not 0, where it fits but no batch meets the target": lambda s: (
+            lambda m, d, p, o, limit, precision="fp16": (lambda n: None if n == 0 and rl.max_concurrency(
+                m, d, p, o, precision) > 0 else n)(s["largest_batch"](m, d, p, o, limit, precision)),),
     },
     "cost_per_million": {
         "price per hour used as per second": lambda s: (

@@ -200,6 +200,9 @@ def _frontier_curve(answers, case, ref, rl):
     ("Llama-3-8B", "A100-80GB", 1000, 500, 150, "fp16"),
     # Llama-3-70B at FP16 does not fit on one H100: the answer is 0, not an error.
     ("Llama-3-70B", "H100", 1000, 200, 100, "fp16"),
+    # Llama-3-8B fits on an L4 (51 sequences), but its step takes 66 ms even at batch 1: no batch meets a 20 ms
+    # target, and the answer is 0 again (None, or the largest batch that fits, fails).
+    ("Llama-3-8B", "L4", 1000, 200, 20, "fp16"),
 ])
 def _largest_batch(answers, case, ref, rl):
     __tracebackhide__ = True
