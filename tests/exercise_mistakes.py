@@ -985,6 +985,8 @@ MISTAKES.update({
             k: v.m_as("s") for k, v in s["decode_parts"](*a).items()}),
     },
     "moe_decode": {
+        "the last memory-bound batch, not the first compute-bound one": lambda s: (
+            s["experts_read"], s["moe_body_bytes"], lambda m, d, p="fp16": s["moe_compute_bound_batch"](m, d, p) - 1),
         "k x B experts (no overlap)": lambda s: _moe(s, experts_read=lambda e, k, b: k * b),
         "min(E, k x B) (overlap ignored)": lambda s: _moe(s, experts_read=lambda e, k, b: min(e, k * b)),
         "k / E x B (a fraction of the experts, without saturation)": lambda s: _moe(
