@@ -266,9 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--output", "-o", help="file to write (default: OUT/export-FORMAT.csv)")
     export.set_defaults(run=_export)
 
-    demo = command("demo", help="build, then grade a simulated class end to end")
+    demo = command("demo", help="build, then grade a simulated class end to end",
+                   description="Build, write sixteen simulated students' submissions of every assignment (right, "
+                               "blank, half done, unit slips, crashes, hangs, tampering, cheats), grade them in the "
+                               "sandbox as `course grade` would (into OUT/graded, afresh each time) and print the "
+                               "grade table. Feedback pages are written for submissions with nothing left to grade "
+                               "by hand; the rest wait for `course formgrader` and `course feedback`.")
     demo.add_argument("--out", default="demo-class", help="where the class and its grades go")
-    demo.add_argument("--workers", type=int, default=2)
+    demo.add_argument("--workers", type=int, default=2, help="students graded at once (default: 2)")
     demo.add_argument("--no-build", action="store_true", help="use release/ as it is")
     demo.add_argument("--no-sandbox", action="store_true", help="grade without isolation (see `course grade -h`)")
     demo.set_defaults(run=_demo)

@@ -465,15 +465,19 @@ def demo(out: Path, workers: int = 2, build_first: bool = True, no_sandbox: bool
     for s in students:
         print(f"  {s.name:10} {s.did}", file=sys.stderr)
     try:
-        # The demo's own folder: a fresh class every time, and every page written (as if graded by hand)
+        # The demo's own folder: a fresh class every time, graded as a real class is: a feedback page only where
+        # nothing waits for a hand grade (an earlier page would show the written answer as 0).
         start_over(out / "graded")
-        rows = grade(submissions, out / "graded", workers=workers, no_sandbox=no_sandbox, feedback_now=True)
+        rows = grade(submissions, out / "graded", workers=workers, no_sandbox=no_sandbox)
     except NoSandbox:
         # The demo's students are our own simulations, so grading them bare is safe; real classes are refused.
         print(f"course demo: this machine has no sandbox for student code, so the simulated class is graded "
               f"without one (every row says so). For real submissions, {sandbox.INSTALL_HINT}.", file=sys.stderr)
-        rows = grade(submissions, out / "graded", workers=workers, no_sandbox=True, feedback_now=True)
+        rows = grade(submissions, out / "graded", workers=workers, no_sandbox=True)
     print(table(rows))
-    print(f"\ngrades:   {out / 'graded' / 'grades.csv'}\nfeedback: {out / 'graded' / 'feedback'}\n"
+    waiting = sum(1 for r in rows if r.manual_pending)
+    print(f"\ngrades:   {out / 'graded' / 'grades.csv'}\nfeedback: {out / 'graded' / 'feedback'} (written for the "
+          f"submissions with nothing to grade by hand; {waiting} wait for a hand grade: `course formgrader "
+          f"{out / 'graded'}`, then `course feedback {out / 'graded'}`)\n"
           f"report:   {out / 'graded' / 'report' / 'README.md'}")
     return 0

@@ -333,7 +333,9 @@ def run_test(code: str, base: dict, kernel, derivation: dict[str, str | None] | 
     code = code.replace(HIDDEN_BLOCK[0], "").replace(HIDDEN_BLOCK[1], "")
     for name, problem in (derivation or {}).items():
         if problem:
-            return Verdict(False, error=("AssertionError", f"{problem}. [mistake: library used in a derivation]"),
+            kind = "code rewritten at run time" if problem.startswith("the notebook rewrites") else \
+                "library used in a derivation"
+            return Verdict(False, error=("AssertionError", f"{problem}. [mistake: {kind}]"),
                            notes=[f"derivation: {problem}"])
     try:
         names = student_names(code, set(base))

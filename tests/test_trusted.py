@@ -129,3 +129,10 @@ def test_flags_name_what_reaches_outside_but_not_the_invited_library_calls():
     flags = [str(u) for u in notebook.flags()]
     assert any("import os" in f for f in flags) and any("import subprocess" in f for f in flags)
     assert not any("request" in f for f in flags)
+
+
+def test_a_rewriting_notebook_is_tagged_as_such_not_as_a_library_call():
+    rewriting = trusted.run_test("f(1)\n", {}, None, {"f": "the notebook rewrites code or names at run time (exec)"})
+    assert "[mistake: code rewritten at run time]" in rewriting.error[1]
+    library = trusted.run_test("f(1)\n", {}, None, {"f": "f relies on .prefill (library answer, cell a)"})
+    assert "[mistake: library used in a derivation]" in library.error[1]
