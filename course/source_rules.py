@@ -67,6 +67,10 @@ REWRITING_ATTRIBUTES = frozenset({
 })
 
 
+# How a derivation problem caused by run-time rewriting begins (grading tags it apart from a library call).
+REWRITES = "the notebook rewrites code or names at run time"
+
+
 @dataclass(frozen=True)
 class Use:
     """One thing a cell reaches for."""
@@ -222,8 +226,7 @@ class Notebook:
         """
         rewriting = [u for u in self.flags() if u.kind == "rewrites code"]
         if rewriting:
-            return (f"the notebook rewrites code or names at run time ({rewriting[0]}), so no derivation in it "
-                    "can be trusted")
+            return f"{REWRITES} ({rewriting[0]}), so no derivation in it can be trusted"
         owners = [c for c in self.cells if name in c.defines]
         if not owners:
             return None  # not defined at all: the test fails on its own with a NameError

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .source_rules import REWRITES
+
 HIDDEN_BLOCK = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 # What makes a test cell a test: a check of the course's checker, or an assert.
 ASSERTS = re.compile(r"check\.(exercise|quantity|number|choice)\(|\bassert\b")
@@ -268,7 +270,7 @@ def derived_names(code: str) -> dict[str, frozenset[str] | None]:
 
 def _exercise_derivations(call: ast.Call) -> dict[str, frozenset[str] | None]:
     """For ``check.exercise("name", f, g, ...)``: the student's functions it passes, if the exercise is a derivation."""
-    from rooflab import earlier, exercises
+    from rooflab import exercises
 
     from .source_rules import LIBRARY_ANSWERS
 
@@ -281,9 +283,8 @@ def _exercise_derivations(call: ast.Call) -> dict[str, frozenset[str] | None]:
     if not spec.derive:
         return {}
     if spec.derive is True:
-        order = list(exercises.ASSIGNMENTS)
         # What earlier assignments wrote may be built on; everything else the library answers is banned.
-        allowed = {f for f, written in earlier.WRITTEN_IN.items() if order.index(written) < order.index(spec.assignment)}
+        allowed = spec.built_on()
         banned = frozenset(LIBRARY_ANSWERS - allowed) if allowed else None
     else:
         banned = frozenset(dotted.rpartition(".")[2] for dotted in spec.derive)
@@ -333,8 +334,7 @@ def run_test(code: str, base: dict, kernel, derivation: dict[str, str | None] | 
     code = code.replace(HIDDEN_BLOCK[0], "").replace(HIDDEN_BLOCK[1], "")
     for name, problem in (derivation or {}).items():
         if problem:
-            kind = "code rewritten at run time" if problem.startswith("the notebook rewrites") else \
-                "library used in a derivation"
+            kind = "code rewritten at run time" if problem.startswith(REWRITES) else "library used in a derivation"
             return Verdict(False, error=("AssertionError", f"{problem}. [mistake: {kind}]"),
                            notes=[f"derivation: {problem}"])
     try:

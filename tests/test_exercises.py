@@ -34,7 +34,7 @@ def _grading(cell):
 
 
 def _exercise_calls(assignment, visible=True):
-    """(exercise name, names of the answers passed) of each graded test cell's check.exercise call."""
+    """(exercise name, names of the answers passed, grade id) of each graded test cell's check.exercise call."""
     found = []
     for cell in _cells(assignment):
         meta = _grading(cell)

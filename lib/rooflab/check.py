@@ -26,7 +26,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -281,14 +281,21 @@ def choice(answer: object, expected: str, name: str = "answer", options: dict[st
     if not isinstance(answer, str):
         _fail(f"{name} should be a string, got {type(answer).__name__} {answer!r}.")
     options = options or {expected: (expected,)}
-    said = _spelling(answer)
-    matched = [key for key, spellings in options.items()
-               if said == _spelling(key) or said in {_spelling(s) for s in spellings}]
-    if not matched:
+    matched = _option(answer, options)
+    if matched is None:
         _fail(f"{name} = {answer!r} is not one of the options: {', '.join(repr(k) for k in options)}.")
-    if matched[0] != expected:
+    if matched != expected:
         # The tag names the wrong pick, not the right one: the message must not hand out the answer.
-        _fail(f"{name} = {answer!r} is not right.{' ' + why if why else ''}", f"{name}: picked {matched[0]}")
+        _fail(f"{name} = {answer!r} is not right.{' ' + why if why else ''}", f"{name}: picked {matched}")
+
+
+def _option(answer: object, options: dict[str, tuple[str, ...]]) -> str | None:
+    """The first option whose name or accepted spelling ``answer`` is, or None (also for a non-string)."""
+    if not isinstance(answer, str):
+        return None
+    said = _spelling(answer)
+    return next((key for key, spellings in options.items()
+                 if said == _spelling(key) or said in {_spelling(s) for s in spellings}), None)
 
 
 def _spelling(text: str) -> str:
@@ -392,7 +399,7 @@ def exercise(name: str, *answers, cases: list | None = None) -> None:
     cases = spec.visible if cases is None else tuple(cases)
     banned = spec.banned()
     for case in cases:
-        with derive_yourself(*banned) if banned else _nothing():
+        with derive_yourself(*banned) if banned else nullcontext():
             spec.run(answers, case, ref, rl)
     # Name every function checked (a Remote stand-in in grading carries its name as .name).
     named = [getattr(a, "__name__", None) or getattr(a, "name", None) for a in answers if callable(a)]
@@ -400,20 +407,9 @@ def exercise(name: str, *answers, cases: list | None = None) -> None:
     print(f"{checked}: {len(cases)} case{'s' if len(cases) != 1 else ''} right.")
 
 
-@contextmanager
-def _nothing():
-    yield
-
-
-def _matched(question, answer: object) -> str | None:
-    """The option ``answer`` names, or None if it names none (or is not a string)."""
-    if not isinstance(answer, str):
-        return None
-    said = _spelling(answer)
-    for key, spellings in question.options.items():
-        if said == _spelling(key) or said in {_spelling(s) for s in spellings}:
-            return key
-    return None
+def _not_yet(what: str, name: str, options) -> str:
+    return (f"No {what} yet: replace the ... after {name} = with one of {', '.join(repr(k) for k in options)}, "
+            "then run this cell again.")
 
 
 def record(name: str, answer: object) -> None:
@@ -421,13 +417,13 @@ def record(name: str, answer: object) -> None:
     from . import exercises
 
     question = exercises.get_question(name)
-    chosen = _matched(question, answer)
-    choices = ", ".join(repr(k) for k in question.options)
+    chosen = _option(answer, question.options)
     if answer is Ellipsis:
-        print(f"No prediction yet: replace the ... after {name} = with one of {choices}, then run this cell again.")
+        print(_not_yet("prediction", name, question.options))
         return
     if chosen is None:
-        print(f"{name} = {answer!r} is not one of the options ({choices}): pick one, then run this cell again.")
+        print(f"{name} = {answer!r} is not one of the options "
+              f"({', '.join(repr(k) for k in question.options)}): pick one, then run this cell again.")
         return
     later = f" {question.revisited_in} shows whether the numbers agree." if question.revisited_in else ""
     print(f"Noted: {name} = {chosen!r}.{later}")
@@ -438,10 +434,9 @@ def reveal(name: str, answer: object) -> None:
     from . import exercises
 
     question = exercises.get_question(name)
-    chosen = _matched(question, answer)
+    chosen = _option(answer, question.options)
     if answer is Ellipsis:  # not answered yet: the explanation would give the answer away
-        print(f"No answer yet: replace the ... after {name} = with one of "
-              f"{', '.join(repr(k) for k in question.options)}, then run this cell again.")
+        print(_not_yet("answer", name, question.options))
         return
     if chosen is None:
         said = f"You did not pick one of the options for {name}"

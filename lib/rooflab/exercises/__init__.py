@@ -21,7 +21,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["Exercise", "Question", "exercise", "question", "get", "get_question", "all_exercises", "ASSIGNMENTS"]
+__all__ = ["Exercise", "Question", "exercise", "question", "get", "get_question", "all_exercises", "all_questions",
+           "ASSIGNMENTS"]
 
 # Module of each assignment's exercises, in course order.
 ASSIGNMENTS = {
@@ -53,7 +54,14 @@ class Exercise:
     run: Callable
     visible: tuple
     derive: bool | tuple[str, ...] = False
-    describe: Callable[[tuple], str] = repr
+
+    def built_on(self) -> set[str]:
+        """Names of :mod:`rooflab.earlier`'s functions from assignments before this one: a derivation may use them."""
+        from .. import earlier
+
+        order = list(ASSIGNMENTS)
+        return {name for name, written in earlier.WRITTEN_IN.items()
+                if order.index(written) < order.index(self.assignment)}
 
     def banned(self) -> tuple:
         """The library functions switched off while the student's code runs (empty: none)."""
@@ -61,10 +69,8 @@ class Exercise:
             from .. import earlier
             from ..check import library_answers
 
-            order = list(ASSIGNMENTS)
             # The course's versions of this assignment's exercises and later ones; earlier ones are to build on.
-            own = [getattr(earlier, name) for name, written in earlier.WRITTEN_IN.items()
-                   if order.index(written) >= order.index(self.assignment)]
+            own = [getattr(earlier, name) for name in earlier.WRITTEN_IN if name not in self.built_on()]
             return tuple(library_answers()) + tuple(own)
         found = []
         for dotted in self.derive or ():  # "crossover.balanced_output_len", "fleet.SteadyState.energy_per_token"
@@ -92,14 +98,13 @@ class Question:
     revisited_in: str = ""
 
 
-def exercise(name: str, assignment: str, visible: list, derive: bool | tuple[str, ...] = False,
-             describe: Callable[[tuple], str] = repr) -> Callable:
+def exercise(name: str, assignment: str, visible: list, derive: bool | tuple[str, ...] = False) -> Callable:
     """Register the decorated ``run(answers, case, ref, rl)`` as the exercise ``name``."""
 
     def register(run: Callable) -> Callable:
         if name in _EXERCISES:
             raise ValueError(f"exercise {name!r} is registered twice")
-        _EXERCISES[name] = Exercise(name, assignment, run, tuple(visible), derive, describe)
+        _EXERCISES[name] = Exercise(name, assignment, run, tuple(visible), derive)
         return run
 
     return register
