@@ -23,7 +23,10 @@ runs one of two ways:
 Then, for the group of ``tp`` GPUs: ITL = T, output tokens per step = B + k,
 throughput = (B + k) / T token/s, requests/s = k / T, TTFT = the prefill pass
 that carries the request plus half an iteration of waiting for the step under
-way (chunked: half a step plus ceil(P / chunk) steps).  No queueing: the load is
+way (chunked: half a mean step plus the n = ceil(P / chunk) steps that carry
+the prompt, n = 1 without a chunk limit; each carries the B decode tokens and
+max(k, 1 / n) prompts' worth of prefill, so it is heavier than the mean step
+when prompts are rare, and never lighter than the prompt's own work).  No queueing: the load is
 exactly B sequences.  Per GPU, divide by ``tp``.
 
 Memory caps B: weights / tp + B x (max P + max O) x KV bytes per token / tp
@@ -436,7 +439,8 @@ def steady_state(
     Per iteration of the group: T = decode step of B sequences at the mean context + the prefill of
     k = B / E[O - 1] prompts (separate: (k / g) x a pass of g = max(1, k) prompts; chunked: merged into the
     step), plus the all-reduces when tp > 1.  ITL = T; throughput = (B + k) / T token/s; TTFT = the prefill
-    pass + T / 2 (chunked: (E[ceil(P / chunk)] + 1/2) x T).  ``prompt_len`` and ``output_len`` are numbers,
+    pass + T / 2 (chunked: n x the step carrying the prompt + T / 2, n = E[ceil(P / chunk)], the carrying
+    step holding B decode tokens and max(k, 1 / n) prompts' worth of prefill).  ``prompt_len`` and ``output_len`` are numbers,
     lists of samples or {length: weight} mappings.  Raises DoesNotFit when the batch exceeds memory (saying how
     many sequences fit) unless ``allow_overflow``, and ContextTooLong beyond the model's context.
     """
@@ -476,7 +480,12 @@ def _steady_si(g: _Group, w: Workload, b, mode: str, chunk, fits, cap: int) -> S
         decode, comm = _pass_si(g, b, c, k * p1, k * p2, k, fits)
         prefill = None
         step = decode.time_si + comm
-        ttft = step * (w.prefill_steps(chunk) + 0.5)
+        # A prompt spans n = E[ceil(P / chunk)] steps, each carrying at least its own chunk: when fewer
+        # prompts arrive per step than that (k < 1 / n), the steps that carry it are heavier than the mean.
+        n = w.prefill_steps(chunk)
+        share = np.maximum(k, 1.0 / n)
+        carrying, comm_c = _pass_si(g, b, c, share * p1, share * p2, share, fits)
+        ttft = n * (carrying.time_si + comm_c) + step / 2.0
     tokens = b + k
     if not isinstance(step, np.ndarray):
         step, ttft, tokens, comm = float(step), float(ttft), float(tokens), float(comm)
