@@ -153,6 +153,8 @@ def _largest(pick, efficiency="typical", beyond_memory=False, catch=True):
 
 def _cost_at_sla(s, throughput=lambda best: best.output_throughput, price_of=lambda p: p, ttft=True,
                  precision_used=True, **options):
+    options.setdefault("efficiency", "typical")
+
     def cost_at_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, price, precision="fp16"):
         best = rl.best_under_sla(model, device, prompt_len, output_len, ttft_limit if ttft else None, itl_limit,
                                  precision if precision_used else "fp16", **options)
@@ -193,12 +195,15 @@ def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_
 
 def _per_gpu(pick=lambda tp2, one: (tp2, one), value=lambda best: best.output_throughput, catch=True,
              at_batch_one=False, **options):
+    options.setdefault("efficiency", "typical")
+
     def per_gpu_throughputs(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16"):
         found = []
         for tp in (2, 1):
             try:
                 if at_batch_one:
-                    best = rl.steady_state(model, device, prompt_len, output_len, 1, precision, tp=tp)
+                    best = rl.steady_state(model, device, prompt_len, output_len, 1, precision, tp=tp,
+                                           efficiency="typical")
                 else:
                     best = rl.best_under_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision,
                                              tp=tp, **options)
@@ -392,7 +397,7 @@ MISTAKES = {
         "the precision left at its default": lambda s: (_cost_at_sla(s, precision_used=False),),
         "batch 1, not the best batch": lambda s: (
             lambda m, d, p, o, t, i, price, precision="fp16": s["cost_per_million"](
-                price, rl.steady_state(m, d, p, o, 1, precision).output_throughput),),
+                price, rl.steady_state(m, d, p, o, 1, precision, efficiency="typical").output_throughput),),
     },
     "joules_per_token": {
         "tokens/s per request taken for per GPU": lambda s: (

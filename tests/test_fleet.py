@@ -185,8 +185,9 @@ def test_frontier_bends_from_memory_to_compute():
 
 
 def test_best_under_sla_is_the_largest_feasible_batch():
-    best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, ttft_limit=Q_(500, "ms"), itl_limit=Q_(50, "ms"))
-    sweep = rl.frontier("Llama-3-8B", "H100", 2000, 300)
+    best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, ttft_limit=Q_(500, "ms"), itl_limit=Q_(50, "ms"),
+                             efficiency="typical")
+    sweep = rl.frontier("Llama-3-8B", "H100", 2000, 300, efficiency="typical")
     ok = sweep.meets(Q_(500, "ms"), Q_(50, "ms"))
     assert best.batch == int(sweep.batch[ok][-1]) and best.itl <= Q_(50, "ms") < sweep.at(best.batch).itl
     with pytest.raises(rl.SLAUnmet, match="batch 1 already gives"):

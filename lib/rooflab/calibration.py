@@ -95,7 +95,7 @@ def _read(path: str | Path, record: type, ints: tuple[str, ...], optional_ints: 
 def predict(row: Measurement, efficiency: str | Efficiency = "ideal") -> float:
     """Return the library's figure for ``row`` in the row's unit: the TTFT in ms, or
     batch x output_len / e2e in token/s."""
-    r = request(row.model, row.device, row.prompt_len, row.output_len, row.precision, batch=row.batch,
+    r = request(row.model, row.device, row.prompt_len, row.output_len, row.batch, row.precision,
                 efficiency=efficiency)
     if row.metric == "ttft":
         return r.ttft_si * 1e3

@@ -40,8 +40,9 @@ adds two all-reduces of tokens x d_model 16-bit activations, a ring costing
 all-reduce (0 ideal; 6 us typical, NCCL on an HGX H100 with CUDA graphs,
 NVIDIA/nccl issue #1259).  Communication is not overlapped with compute.
 
-Efficiency is ``"typical"`` by default here (decisions are made on typical);
-``"ideal"`` gives the bound no measurement beats.  Cost per million output
+Efficiency is ``"ideal"`` by default, as everywhere in the library: the bound
+no measurement beats; pass ``efficiency="typical"`` for the calibrated estimate
+and quote it with its error band.  Cost per million output
 tokens = price per GPU-hour x GPUs / (3600 x tokens/s / 1e6); energy per token
 <= board power x GPUs x step time / tokens per step (a bound: the board draws
 at most its power).
@@ -52,8 +53,9 @@ at most its power).
 (16.2, 3964)
 >>> round(s.cost_per_million(rl.Q_(3.95, "USD/h")).m_as("USD/Mtok"), 3), round(s.energy_per_token.m_as("J/token"), 3)
 (0.277, 0.177)
->>> best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, ttft_limit=rl.Q_(500, "ms"), itl_limit=rl.Q_(50, "ms"))
->>> best.batch, round(best.itl.m_as("ms"), 1), best.bound  # typical efficiency, still below the bend
+>>> best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, ttft_limit=rl.Q_(500, "ms"), itl_limit=rl.Q_(50, "ms"),
+...                         efficiency="typical")
+>>> best.batch, round(best.itl.m_as("ms"), 1), best.bound  # still below the bend
 (136, 49.9, 'memory')
 """
 
@@ -72,8 +74,9 @@ from .efficiency import Efficiency, efficiency as _efficiency
 from .hardware import Hardware
 from .models import Model
 from .precision import Precision
-from .roofline import Cost, combine
-from .serving import DoesNotFit, _Setup, _body_bytes, _part, _setup
+from .memory import DoesNotFit
+from .operations import Setup, forward_pass, setup
+from .roofline import Cost
 from .units import Q_, quantity, rounded, to_si
 from .validation import fraction, lengths
 
@@ -229,7 +232,7 @@ def _fixed(prompt_len: int, output_len: int) -> Workload:
 
 @dataclass(slots=True)
 class _Group:
-    s: _Setup
+    s: Setup
     tp: int
     kv_share: float  # share of each token's K and V one GPU holds
     link: float  # one-way link bandwidth, B/s (inf when tp == 1)
@@ -238,7 +241,7 @@ class _Group:
 
 
 def _group(model, hardware, precision, tp, efficiency, mfu, mbu, overhead, allreduce_latency) -> _Group:
-    s = _setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
+    s = setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     n = lengths(tp, "tp")
     if np.ndim(n):
         raise TypeError("tp must be one whole number of GPUs, not an array")
@@ -263,15 +266,7 @@ def _pass_si(g: _Group, decode_seqs, context, prefill_tokens, prefill_sq, prefil
     prefilled.  Returns (Cost per GPU, communication time in s)."""
     s, n, m = g.s, g.tp, g.s.model
     tokens = decode_seqs + prefill_tokens
-    width = m.layers * m.attention_width
-    parts = {
-        "body": _part(s, 2.0 * m.active_non_embedding_params * tokens / n, _body_bytes(s, tokens) / n, s.peak),
-        "attention": _part(s, (decode_seqs * 4.0 * width * context + prefill_sq * 2.0 * width) / n,
-                           (decode_seqs * (context + 1.0) + prefill_tokens) * s.kv_per_token * g.kv_share, s.peak),
-        "head": _part(s, (decode_seqs + prefill_seqs) * 2.0 * m.d_model * m.vocab / n,
-                      m.vocab * m.d_model * s.embedding_bytes / n, s.head_peak),
-    }
-    cost = combine(parts, s.overhead, fits)
+    cost = forward_pass(s, decode_seqs, context, prefill_tokens, prefill_sq, prefill_seqs, fits, n, g.kv_share)
     if n == 1:
         return cost, 0.0 * tokens
     message = tokens * m.d_model * _ACTIVATION_BYTES
@@ -330,7 +325,7 @@ class SteadyState:
     power_si: float | None = field(default=None, repr=False)  # board power of one GPU, W
     workload: Workload | None = field(default=None, repr=False)
     mode: str = "separate"
-    efficiency: str = "typical"
+    efficiency: str = "ideal"
 
     @property
     def itl(self) -> pint.Quantity:
@@ -427,7 +422,7 @@ def steady_state(
     prefill: str = "separate",
     chunk: int | None = None,
     gpu_memory_utilization: float = 1.0,
-    efficiency: str | Efficiency = "typical",
+    efficiency: str | Efficiency = "ideal",
     mfu: float | None = None,
     mbu: float | None = None,
     overhead: pint.Quantity | None = None,
@@ -546,7 +541,7 @@ def best_under_sla(
     **options,
 ) -> SteadyState:
     """Return the steady state with the largest throughput per GPU that fits and meets the TTFT and ITL
-    targets (typical efficiency unless ``efficiency=`` says otherwise), over every batch that fits.
+    targets (ideal efficiency unless ``efficiency=`` says otherwise), over every batch that fits.
 
     Raises SLAUnmet, saying what batch 1 reaches, when no batch meets them.
     """
@@ -600,8 +595,8 @@ def tensor_parallel_step(
     hardware: Hardware | str,
     context_len,
     batch=1,
-    tp: int = 2,
     precision: str | Precision = "fp16",
+    tp: int = 2,
     efficiency: str | Efficiency = "ideal",
     mfu: float | None = None,
     mbu: float | None = None,

@@ -194,8 +194,8 @@ def quantization_figure(model: Model | str, device: Hardware | str, max_len: int
             step = np.asarray(decode_step(model, device, lengths, batch, precision, allow_overflow=True).time_si)
             _plot_fitting(ax, lengths, np.asarray(base.time_si) / step, base.fits, style,
                           label=f"decode, {label}, batch {batch}")
-    base = prefill(model, device, lengths, "fp16", allow_overflow=True)
-    quick = np.asarray(prefill(model, device, lengths, formats["INT4"], allow_overflow=True).time_si)
+    base = prefill(model, device, lengths, precision="fp16", allow_overflow=True)
+    quick = np.asarray(prefill(model, device, lengths, precision=formats["INT4"], allow_overflow=True).time_si)
     _plot_fitting(ax, lengths, np.asarray(base.time_si) / quick, base.fits, color="black", lw=2,
                   label="prefill, INT4")
     m = _model(model)
@@ -294,7 +294,7 @@ def crossover_figure(model: Model | str, device: Hardware | str, output_lens=(64
 
 
 def frontier_figure(model: Model | str, configs, prompt_len, output_len, ttft_limit=None, itl_limit=None,
-                    efficiency: str = "typical", ax=None):
+                    efficiency: str = "ideal", ax=None):
     """The latency-throughput frontier of each configuration: ITL against output tokens/s per GPU, one point per
     batch from 1 to the most that fits (memory ends each line).
 

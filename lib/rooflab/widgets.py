@@ -28,15 +28,15 @@ def explain(model: str, device: str, precision: str, prompt_len: int, output_len
     precision the device lacks, gets a line saying so and no costs.
     """
     try:
-        r = request(model, device, prompt_len, output_len, precision, batch=batch)
+        r = request(model, device, prompt_len, output_len, batch, precision)
     except DoesNotFit:
         budget = memory_budget(model, device, prompt_len + output_len - 1, batch, precision)
         return (f"Does not fit: weights {budget.weights:.1f~P} + KV cache {budget.kv:.1f~P} "
                 f"= {budget.total:.1f~P}, but the {device} has {budget.capacity:.1f~P}."), {}
     except ValueError as error:  # a context the model lacks, a precision the device has no rate for
         return f"Not possible: {error}", {}
-    typical = request(model, device, prompt_len, output_len, precision, batch=batch, efficiency="typical")
-    p = prefill(model, device, prompt_len, precision, batch=batch)
+    typical = request(model, device, prompt_len, output_len, batch, precision, efficiency="typical")
+    p = prefill(model, device, prompt_len, batch, precision)
     d = decode_step(model, device, prompt_len, batch=batch, precision=precision)
     text = (f"TTFT {r.ttft:.3g~P} ideal, {typical.ttft:.3g~P} typical ({p.bound}-bound)   "
             f"ITL {r.itl:.3g~P} ideal, {typical.itl:.3g~P} typical ({d.bound}-bound)   "
@@ -185,7 +185,7 @@ def explain_load(model: str, device: str, precision: str, tp: int, prompt_len: i
 
     try:
         best = best_under_sla(model, device, prompt_len, output_len, Q_(ttft_limit_ms, "ms"), Q_(itl_limit_ms, "ms"),
-                              precision, tp)
+                              precision, tp, efficiency="typical")
     except SLAUnmet as error:
         return f"No batch meets the targets: {str(error).split(': ', 1)[1]}"
     except ValueError as error:  # does not fit, no such precision, too long for the model
@@ -230,7 +230,7 @@ def load_explorer(devices: tuple[str, ...] = ("L4", "L40S", "A100-80GB", "H100-S
         ax = figure.subplots()
         from .units import Q_
         plots.frontier_figure(model.value, [(device.value, precision.value, tp.value)], prompt.value, output.value,
-                              Q_(ttft.value, "ms"), Q_(itl.value, "ms"), ax=ax)
+                              Q_(ttft.value, "ms"), Q_(itl.value, "ms"), efficiency="typical", ax=ax)
         _show(figure)
 
     return _explorer([[model, device], [precision, tp], [prompt, output], [ttft, itl]], render)
