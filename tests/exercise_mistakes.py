@@ -525,7 +525,7 @@ def _w8a8(peak=lambda compute: compute, weights=None):
     return answers
 
 
-def _fits(capacity=lambda device: device.memory_capacity, per_sequence=1.0, whole=int, clamp=True, utilization=None):
+def _fits(capacity=lambda device: device.usable_memory, per_sequence=1.0, whole=int, clamp=True, utilization=None):
     """(largest_batch, extra_sequences) with one mistake in largest_batch."""
     def answers(s):
         def largest_batch(model, device, context_len, fmt, group_size, kv_precision, gpu_memory_utilization=0.9):
@@ -655,7 +655,7 @@ MISTAKES.update({
         "half the cache per sequence (forgot K and V)": _fits(per_sequence=0.5),
         "rounded, not floored": _fits(whole=round),
         "no clamp at 0 when the weights do not fit": _fits(clamp=False),
-        "the capacity read in GiB": _fits(capacity=lambda device: Q_(device.memory_capacity.m_as("GiB"), "GB")),
+        "the capacity read in GiB": _fits(capacity=lambda device: Q_(device.usable_memory.m_as("GiB"), "GB")),
     },
     "cheapest_config": {
         "decided at batch 1": _cheapest(time=_at_batch_one),
@@ -742,14 +742,16 @@ MISTAKES.update({
     },
     "max_batch": {
         "GB for GiB": lambda s: _fits02(s, room=lambda m, d, w="fp16", u=1.0: Q_(
-            u * d.memory_capacity.m_as("GiB"), "GB") - s["weight_bytes"](m, w)),
+            u * d.usable_memory.m_as("GiB"), "GB") - s["weight_bytes"](m, w)),
+        "the reported total for what a process can allocate": lambda s: _fits02(
+            s, room=lambda m, d, w="fp16", u=1.0: u * d.memory_capacity - s["weight_bytes"](m, w)),
         "the label for the capacity": lambda s: _fits02(
             s, room=lambda m, d, w="fp16", u=1.0: u * Q_(80, "GB") - s["weight_bytes"](m, w)),
         "the reserve taken from what the weights leave": lambda s: _fits02(
-            s, room=lambda m, d, w="fp16", u=1.0: u * (d.memory_capacity - s["weight_bytes"](m, w))),
-        "the weights left out": lambda s: _fits02(s, room=lambda m, d, w="fp16", u=1.0: u * d.memory_capacity),
+            s, room=lambda m, d, w="fp16", u=1.0: u * (d.usable_memory - s["weight_bytes"](m, w))),
+        "the weights left out": lambda s: _fits02(s, room=lambda m, d, w="fp16", u=1.0: u * d.usable_memory),
         "16-bit weights whatever the format": lambda s: _fits02(
-            s, room=lambda m, d, w="fp16", u=1.0: u * d.memory_capacity - s["weight_bytes"](m)),
+            s, room=lambda m, d, w="fp16", u=1.0: u * d.usable_memory - s["weight_bytes"](m)),
         "the cache's format not passed on": lambda s: _fits02(s, cache_format=False),
         "rounded to the nearest, not down": lambda s: _fits02(s, floor=False),
         "a negative count when the weights do not fit": lambda s: _fits02(s, none_below_zero=False),

@@ -170,11 +170,14 @@ def test_workload_distributions():
 
 def test_frontier_bends_from_memory_to_compute():
     f = rl.frontier("Llama-3-8B", "H100", 2000, 300, efficiency="ideal")
-    assert len(f) == f.max_batch == rl.max_concurrency("Llama-3-8B", "H100", 2000, 300) == 230
-    # (85.52 GB - 16.06 GB) / (2,300 x 131,072 B) = 230.4
+    assert len(f) == f.max_batch == rl.max_concurrency("Llama-3-8B", "H100", 2000, 300) == 200
+    # vLLM's 0.9 of the 79.11 GiB a process can allocate: (76.45 GB - 16.06 GB) / (2,300 x 131,072 B) = 200.3;
+    # 0.9 of the reported 85.52 GB gives the expert's 202, all of it 230 (what fleet used to size batches at)
+    assert math.floor((0.9 * 79.11 * 2**30 - (P + 2 * V * D) * 2) / (2300 * KV)) == 200
+    assert math.floor((0.9 * CAP - (P + 2 * V * D) * 2) / (2300 * KV)) == 202
     assert math.floor((CAP - (P + 2 * V * D) * 2) / (2300 * KV)) == 230
     # at the ideal, the body turns compute-bound where B x 2 P / peak reaches (P + B d) x 2 / bandwidth:
-    # B = 2 P / (2 P / ridge - 2 d) = 296 > 230, beyond memory at fp16 ...
+    # B = 2 P / (2 P / ridge - 2 d) = 296 > 200, beyond memory at fp16 ...
     assert math.ceil(2 * P / (2 * P * BW / PEAK - 2 * D)) == 296 and np.all(f.bound == "memory")
     # ... but inside it with FP8 weights and caches (507 fit), and at typical efficiency (MFU 0.53, MBU 0.83)
     for precision, efficiency, bend in [("fp8", "ideal", 296), ("fp16", "typical", 189)]:
@@ -197,9 +200,9 @@ def test_best_under_sla_is_the_largest_feasible_batch():
 # -- errors ----------------------------------------------------------------------------------------------------
 
 def test_batch_beyond_memory_says_how_many_fit():
-    with pytest.raises(rl.DoesNotFit, match="at most 230 sequences fit"):
-        rl.steady_state("Llama-3-8B", "H100", 2000, 300, 231)
-    assert not rl.steady_state("Llama-3-8B", "H100", 2000, 300, 231, allow_overflow=True).fits
+    with pytest.raises(rl.DoesNotFit, match="at most 200 sequences fit"):
+        rl.steady_state("Llama-3-8B", "H100", 2000, 300, 201)
+    assert not rl.steady_state("Llama-3-8B", "H100", 2000, 300, 201, allow_overflow=True).fits
     with pytest.raises(rl.DoesNotFit, match="not one sequence fits.*tp"):
         rl.steady_state("Llama-3-70B", "H100", 2000, 300, 1)
     assert rl.steady_state("Llama-3-70B", "H100", 2000, 300, 1, tp=2).fits

@@ -31,7 +31,8 @@ exactly B sequences.  Per GPU, divide by ``tp``.
 
 Memory caps B: weights / tp + B x (max P + max O) x KV bytes per token / tp
 (the caches at the workload's longest context, as an engine that reserves them
-must) + the reserve must fit in what the device reports.
+must) must fit in 0.9 (vLLM's ``gpu_memory_utilization``) of what a process
+can allocate on each GPU (``Hardware.usable_memory``).
 
 Tensor parallelism over N = ``tp`` GPUs: every operation's FLOPs and bytes are
 split N ways (KV heads too, replicated once N exceeds them), and each layer
@@ -74,7 +75,7 @@ from .efficiency import Efficiency, efficiency as _efficiency
 from .hardware import Hardware
 from .models import Model
 from .precision import Precision
-from .memory import DoesNotFit
+from .memory import GPU_MEMORY_UTILIZATION, DoesNotFit, check_fit, footprint, weights_message
 from .operations import Setup, forward_pass, setup
 from .roofline import Cost
 from .units import Q_, quantity, rounded, to_si
@@ -276,12 +277,10 @@ def _pass_si(g: _Group, decode_seqs, context, prefill_tokens, prefill_sq, prefil
 # -- memory ----------------------------------------------------------------------------------------------
 
 def _room(g: _Group, w: Workload, gpu_memory_utilization: float):
-    """(bytes left for caches on one GPU, cache bytes one slot needs on one GPU, weights per GPU)."""
-    s = g.s
-    capacity = s.device.memory_capacity_si
-    weights = s.model.weight_bytes_si(s.precision) / g.tp
-    per_slot = w.tokens_held * s.kv_per_token * g.kv_share
-    return gpu_memory_utilization * capacity - weights, per_slot, weights
+    """(bytes left for caches on one GPU, cache bytes one slot needs on one GPU, weights per GPU): the engine's
+    share u of what a process can allocate, less the weights."""
+    f = footprint(g.s, w.tokens_held, gpu_memory_utilization, tp=g.tp, kv_share=g.kv_share)
+    return f.usable - f.reserve - f.weights, f.kv, f.weights
 
 
 def _max_batch(g: _Group, w: Workload, u: float) -> int:
@@ -290,13 +289,9 @@ def _max_batch(g: _Group, w: Workload, u: float) -> int:
 
 
 def _weights_message(g: _Group, w: Workload, u: float) -> str:
-    s = g.s
-    _, per_slot, weights = _room(g, w, u)
-    gpus = f" split over tp={g.tp} GPUs" if g.tp > 1 else ""
-    return (f"{s.model.name} ({s.precision}) needs {weights / 1e9:.2f} GB of weights per GPU{gpus}, and each "
-            f"sequence {per_slot / 1e9:.3f} GB of cache for {w.tokens_held:,} tokens; {s.device.name} reports "
-            f"{s.device.memory_capacity_si / 1e9:.2f} GB"
-            + (f", of which {u:.0%} is used" if u < 1 else ""))
+    f = footprint(g.s, w.tokens_held, u, tp=g.tp, kv_share=g.kv_share)
+    return (f"{weights_message(g.s, f, u, g.tp)}; each sequence needs {f.kv / 1e9:.3f} GB of cache for "
+            f"{w.tokens_held:,} tokens")
 
 
 # -- the steady state --------------------------------------------------------------------------------------
@@ -421,7 +416,7 @@ def steady_state(
     tp: int = 1,
     prefill: str = "separate",
     chunk: int | None = None,
-    gpu_memory_utilization: float = 1.0,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     efficiency: str | Efficiency = "ideal",
     mfu: float | None = None,
     mbu: float | None = None,
@@ -435,9 +430,10 @@ def steady_state(
     k = B / E[O - 1] prompts (separate: (k / g) x a pass of g = max(1, k) prompts; chunked: merged into the
     step), plus the all-reduces when tp > 1.  ITL = T; throughput = (B + k) / T token/s; TTFT = the prefill
     pass + T / 2 (chunked: n x the step carrying the prompt + T / 2, n = E[ceil(P / chunk)], the carrying
-    step holding B decode tokens and max(k, 1 / n) prompts' worth of prefill).  ``prompt_len`` and ``output_len`` are numbers,
-    lists of samples or {length: weight} mappings.  Raises DoesNotFit when the batch exceeds memory (saying how
-    many sequences fit) unless ``allow_overflow``, and ContextTooLong beyond the model's context.
+    step holding B decode tokens and max(k, 1 / n) prompts' worth of prefill).  ``prompt_len`` and
+    ``output_len`` are numbers, lists of samples or {length: weight} mappings.  Raises DoesNotFit when the batch
+    exceeds 0.9 of the usable memory (saying how many sequences fit) unless ``allow_overflow``, and ContextTooLong
+    beyond the model's context.
     """
     g = _group(model, hardware, precision, tp, efficiency, mfu, mbu, overhead, allreduce_latency)
     w = workload(prompt_len, output_len)
@@ -496,10 +492,11 @@ def max_concurrency(
     output_len,
     precision: str | Precision = "fp16",
     tp: int = 1,
-    gpu_memory_utilization: float = 1.0,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
 ) -> int:
     """Return the most sequences whose caches fit at the workload's longest context, per group of tp GPUs:
-    floor((u x capacity - weights / tp) / ((max P + max O) x KV bytes per token / tp)); 0 if none."""
+    floor((u x usable - weights / tp) / ((max P + max O) x KV bytes per token / tp)); 0 if none, with u = 0.9
+    and usable what a process can allocate (``Hardware.usable_memory``)."""
     g = _group(model, hardware, precision, tp, "ideal", None, None, None, None)
     return _max_batch(g, workload(prompt_len, output_len), fraction(gpu_memory_utilization, "gpu_memory_utilization"))
 
@@ -518,7 +515,7 @@ def frontier(
     (or at the array ``batch`` given), as one vectorised SteadyState.  Plot ``itl`` against
     ``output_throughput``.  Options are those of :func:`steady_state`."""
     if batch is None:
-        u = options.get("gpu_memory_utilization", 1.0)
+        u = options.get("gpu_memory_utilization", GPU_MEMORY_UTILIZATION)
         cap = max_concurrency(model, hardware, prompt_len, output_len, precision, tp, u)
         if cap == 0:
             g = _group(model, hardware, precision, tp, "ideal", None, None, None, None)
@@ -614,14 +611,8 @@ def tensor_parallel_step(
     c = lengths(context_len, "context_len", minimum=0)
     b = lengths(batch, "batch")
     g.s.model.check_context(c + 1, "this decode step")
-    capacity = g.s.device.memory_capacity_si
-    need = g.s.model.weight_bytes_si(g.s.precision) / g.tp + b * (c + 1) * g.s.kv_per_token * g.kv_share
-    fits = need <= capacity
-    if not allow_overflow and not np.all(fits):
-        raise DoesNotFit(f"{g.s.model.name} ({g.s.precision}) does not fit on tp={g.tp} x {g.s.device.name}: "
-                         f"{np.max(need) / 1e9:.2f} GB per GPU > {capacity / 1e9:.2f} GB. Use more GPUs, a "
-                         f"smaller batch or context, or pass allow_overflow=True.")
-    cost, comm = _pass_si(g, b, c, 0.0, 0.0, 0.0, fits if np.ndim(fits) else bool(fits))
+    fits = check_fit(g.s, b * (c + 1), f"step on tp={g.tp}", allow_overflow, tp=g.tp, kv_share=g.kv_share)
+    cost, comm = _pass_si(g, b, c, 0.0, 0.0, 0.0, fits)
     return ParallelStep(cost, comm if isinstance(comm, np.ndarray) else float(comm), g.tp)
 
 

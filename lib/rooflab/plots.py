@@ -116,10 +116,11 @@ def phase_bars(requests: dict[str, Request], ax=None):
 
 
 def memory_figure(model: Model | str, device: Hardware | str, context_len: int, max_batch_shown: int = 256,
-                  precision="fp16", gpu_memory_utilization: float = 1.0, ax=None):
+                  precision="fp16", gpu_memory_utilization: float = 0.9, ax=None):
     """Memory held (weights, KV cache, engine reserve) against batch at one context length, GB.
 
-    The device's capacity is a horizontal line; batches past it are shaded "does not fit".
+    What a process can allocate is a horizontal line, the total the device reports a dotted one; batches
+    past the first are shaded "does not fit".
     Returns the Axes.
     """
     device = _hardware(device)
@@ -132,9 +133,11 @@ def memory_figure(model: Model | str, device: Hardware | str, context_len: int, 
         _, ax = plt.subplots(figsize=(6.4, 4.0))
     ax.stackplot(batches, weights, kv, reserve, labels=["weights", "KV cache", "engine reserve"],
                  colors=["#8C8C8C", _COLOURS["memory"], "#DDDDDD"])
-    capacity = budget.capacity_si / 1e9
+    capacity = budget.allocatable.m_as("GB")
+    ax.axhline(budget.capacity_si / 1e9, color="black", lw=1, ls=":")
     ax.axhline(capacity, color="black", lw=1.5)
-    ax.annotate(f"{device.name} capacity, {capacity:.1f} GB ({budget.capacity_si / 2**20:,.0f} MiB reported)",
+    ax.annotate(f"{device.name}: {capacity:.1f} GB a process can allocate ({budget.capacity_si / 2**20:,.0f} MiB "
+                f"reported)",
                 (batches[len(batches) // 2], capacity), xytext=(0, 4), textcoords="offset points", fontsize=8,
                 ha="center")
     fits = int(np.max(budget.max_batch)) if np.size(budget.max_batch) else 0

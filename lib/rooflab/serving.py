@@ -27,8 +27,9 @@ Efficiency comes from a named preset (``efficiency="ideal"``, the default, or
 and ``overhead`` override the preset's.
 
 Memory held is all weights plus every sequence's KV cache plus the reserve an
-engine leaves to other processes (``1 - gpu_memory_utilization`` of the
-capacity the device reports) plus any activation workspace.
+engine leaves to other processes (``1 - gpu_memory_utilization`` of what a
+process can allocate, ``Hardware.usable_memory``; 0.9, vLLM's default, unless
+told otherwise) plus any activation workspace.
 
 >>> import rooflab as rl
 >>> llama, h100 = rl.model("Llama-3-8B"), rl.hardware("H100")
@@ -51,7 +52,7 @@ import pint
 
 from .efficiency import Efficiency
 from .hardware import Hardware
-from .memory import DoesNotFit, check_fit, footprint
+from .memory import GPU_MEMORY_UTILIZATION, DoesNotFit, check_fit, footprint
 from .models import Model
 from .operations import decode_pass, decode_total, expected_experts, prefill_pass, setup
 from .precision import Precision
@@ -88,7 +89,7 @@ def prefill(
     time = body + attention + head + overhead, each max(FLOPs / (peak x mfu), bytes / (bandwidth x mbu)):
     body 2 P N FLOPs and its weights read; attention 2 L A N^2 FLOPs and K, V written; head 2 d V FLOPs
     and V x d weights read (per prompt).  Raises ContextTooLong beyond the model's context, and
-    DoesNotFit when weights and cache exceed capacity unless ``allow_overflow``.
+    DoesNotFit when weights and cache exceed 0.9 of the usable memory unless ``allow_overflow``.
     """
     s = setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     n = lengths(prompt_len, "prompt_len")
@@ -204,7 +205,7 @@ def request(
     the step a second token would take); e2e = ttft + (output_len - 1) x itl.  The last token
     is never fed back, so the request needs prompt_len + output_len - 1 tokens of context.
     Raises ContextTooLong beyond the model's context, and DoesNotFit when weights plus the full
-    cache exceed capacity unless ``allow_overflow``.
+    cache exceed 0.9 of the usable memory unless ``allow_overflow``.
     """
     s = setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     n = lengths(prompt_len, "prompt_len")
@@ -223,7 +224,7 @@ def request(
 
 @dataclass(frozen=True)
 class MemoryBudget:
-    """Where a device's memory goes: weights + KV cache + reserve, against the capacity it reports."""
+    """Where a device's memory goes: weights + KV cache + reserve, against what a process can allocate."""
 
     weights_si: float
     kv_si: float | np.ndarray
@@ -232,6 +233,11 @@ class MemoryBudget:
     kv_per_sequence_token_si: float
     batch: int | np.ndarray
     context_len: int | np.ndarray
+    allocatable_si: float | None = None  # what a process can allocate; None: the capacity
+
+    @property
+    def _allocatable(self) -> float:
+        return self.capacity_si if self.allocatable_si is None else self.allocatable_si
 
     @property
     def weights(self) -> pint.Quantity:
@@ -245,7 +251,7 @@ class MemoryBudget:
 
     @property
     def reserve(self) -> pint.Quantity:
-        """Memory kept from weights and cache, GB: (1 - gpu_memory_utilization) x capacity, which vLLM
+        """Memory kept from weights and cache, GB: (1 - gpu_memory_utilization) x allocatable, which vLLM
         leaves to other processes, plus any activation workspace (vLLM takes it from the utilised part)."""
         return quantity(self.reserve_si, "bytes").to("GB")
 
@@ -260,14 +266,19 @@ class MemoryBudget:
         return quantity(self.capacity_si, "bytes").to("GB")
 
     @property
+    def allocatable(self) -> pint.Quantity:
+        """Memory a process can allocate (a little under the reported capacity), GB."""
+        return quantity(self._allocatable, "bytes").to("GB")
+
+    @property
     def usable(self) -> pint.Quantity:
-        """Memory weights and cache may use, GB: capacity - reserve."""
-        return quantity(self.capacity_si - self.reserve_si, "bytes").to("GB")
+        """Memory weights and cache may use, GB: allocatable - reserve."""
+        return quantity(self._allocatable - self.reserve_si, "bytes").to("GB")
 
     @property
     def fits(self) -> bool | np.ndarray:
-        """Whether total <= capacity (element-wise for sweeps)."""
-        fits = self.weights_si + self.kv_si + self.reserve_si <= self.capacity_si
+        """Whether total <= allocatable (element-wise for sweeps)."""
+        fits = self.weights_si + self.kv_si + self.reserve_si <= self._allocatable
         return fits if np.ndim(fits) else bool(fits)
 
     @property
@@ -277,7 +288,7 @@ class MemoryBudget:
 
     @property
     def _room(self) -> float:
-        return self.capacity_si - self.reserve_si - self.weights_si
+        return self._allocatable - self.reserve_si - self.weights_si
 
     @property
     def max_batch(self) -> int | np.ndarray:
@@ -299,7 +310,7 @@ class MemoryBudget:
             return (
                 f"MemoryBudget(weights={rounded(self.weights):~P}, kv={rounded(self.kv):~P}, "
                 f"reserve={rounded(self.reserve):~P}, total={rounded(self.total):~P}, "
-                f"capacity={rounded(self.capacity):~P}, fits={self.fits}, max_batch={self.max_batch})"
+                f"allocatable={rounded(self.allocatable):~P}, fits={self.fits}, max_batch={self.max_batch})"
             )
         return f"MemoryBudget(sweep of {np.size(self.kv_si)} points)"
 
@@ -315,15 +326,18 @@ def memory_budget(
     context_len,
     batch=1,
     precision: str | Precision = "fp16",
-    gpu_memory_utilization: float = 1.0,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
     workspace: pint.Quantity | None = None,
 ) -> MemoryBudget:
     """Return the memory budget of ``batch`` sequences of ``context_len`` tokens.
 
     total = weights (all parameters) + batch x context_len x KV bytes per token + reserve, with
-    reserve = (1 - gpu_memory_utilization) x capacity + workspace.  Capacity is what the device
-    reports.  vLLM's default utilization is 0.9; the 10% it leaves is for other processes, and
-    its activations and CUDA graphs come out of the utilised 90% (pass them as ``workspace``).
+    reserve = (1 - gpu_memory_utilization) x allocatable + workspace, allocatable being what a process
+    can allocate (``Hardware.usable_memory``, a little under the total the device reports).  The
+    utilization is vLLM's default, 0.9; the 10% it leaves is for other processes, and its activations
+    and CUDA graphs come out of the utilised 90% (pass them as ``workspace``).  The budget answers whether
+    it fits (``fits``, ``max_batch`` 0 when the weights alone do not); the functions that price a
+    configuration raise DoesNotFit instead.
     """
     s = setup(model, hardware, precision)
     c = lengths(context_len, "context_len", minimum=0)
@@ -334,4 +348,4 @@ def memory_budget(
     if extra < 0:
         raise ValueError(f"workspace must not be negative, got {workspace}")
     f = footprint(s, b * c, u, extra)
-    return MemoryBudget(f.weights, f.kv, f.reserve, f.capacity, s.kv_per_token, b, c)
+    return MemoryBudget(f.weights, f.kv, f.reserve, f.capacity, s.kv_per_token, b, c, f.usable)

@@ -32,7 +32,7 @@ def explain(model: str, device: str, precision: str, prompt_len: int, output_len
     except DoesNotFit:
         budget = memory_budget(model, device, prompt_len + output_len - 1, batch, precision)
         return (f"Does not fit: weights {budget.weights:.1f~P} + KV cache {budget.kv:.1f~P} "
-                f"= {budget.total:.1f~P}, but the {device} has {budget.capacity:.1f~P}."), {}
+                f"= {budget.total:.1f~P}, but an engine gets {budget.usable:.1f~P} of the {device}."), {}
     except ValueError as error:  # a context the model lacks, a precision the device has no rate for
         return f"Not possible: {error}", {}
     typical = request(model, device, prompt_len, output_len, batch, precision, efficiency="typical")
@@ -72,8 +72,8 @@ def explain_memory(model: str, device: str, context_len: int, batch: int, kv: st
         budget = memory_budget(model, device, context_len, batch, precision)
     except ValueError as error:  # a context the model lacks
         return f"Not possible: {error}"
-    held = (f"weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} = {budget.total:.1f~P} of "
-            f"{budget.capacity:.1f~P}")
+    held = (f"weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} + reserve {budget.reserve:.1f~P} = "
+            f"{budget.total:.1f~P} of the {budget.allocatable:.1f~P} a process can allocate")
     if not budget.fits:
         return f"{held}: DOES NOT FIT (largest batch {budget.max_batch}), so there is no step time to give."
     step = decode_step(model, device, context_len, batch, precision)
@@ -121,7 +121,8 @@ def precision_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L
         print(text)
         if costs:
             budget = memory_budget(model, device.value, context.value + 255, batch.value, precision)
-            print(f"memory: weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} of {budget.capacity:.0f~P}")
+            print(f"memory: weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} of the {budget.usable:.0f~P} an "
+                  f"engine gets")
             figure = Figure(figsize=(6.4, 3.8))
             ax = figure.subplots()
             plots.roofline_figure(device.value, costs, precision=compute.value, ax=ax)

@@ -180,7 +180,8 @@ def _extra_sequences(answers, case, ref, rl):
     largest_batch, extra_sequences = answers
     name, device, context, utilization = case
     small = ref.Precision(weights="int4", kv="fp8", compute="fp16", group_size=128)
-    fits = {p: ref.memory_budget(name, device, context, 1, p, utilization).max_batch for p in ("fp16", small)}
+    fits = {p: ref.memory_budget(name, device, context, 1, p, utilization).max_batch
+            for p in ("fp16", small)}
     m, d = rl.model(name), rl.hardware(device)
     for (fmt, group, kv), precision in [(("fp16", None, "fp16"), "fp16"), (("int4", 128, "fp8"), small)]:
         number(largest_batch(m, d, context, fmt, group, kv, utilization), fits[precision],

@@ -195,7 +195,7 @@ def _frontier_curve(answers, case, ref, rl):
     # The running example at 50 ms: the ITL target binds. Catches ideal for typical efficiency, the first batch
     # over the target for the last one under it, and a target compared in the wrong unit.
     ("Llama-3-8B", "H100", 2000, 300, 50, "fp16"),
-    # Shorter requests on an A100 at 150 ms: memory binds first (355 sequences fit), so a batch beyond memory
+    # Shorter requests on an A100 at 150 ms: memory binds first (307 sequences fit), so a batch beyond memory
     # shows.
     ("Llama-3-8B", "A100-80GB", 1000, 500, 150, "fp16"),
     # Llama-3-70B at FP16 does not fit on one H100: the answer is 0, not an error.
