@@ -184,7 +184,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              'def moe_body_bytes(model, batch, precision="fp16"):\n'
              '    return Q_({1: 25.2356, 8: 83.8517}.get(batch, 46.4412), "GB")\n\n\n'
              'def moe_compute_bound_batch(model, device, precision="fp16"):\n'
-             '    return 759 if precision == "fp16" else 1088'),
+             '    return 825 if precision == "fp16" else 1182'),
             ("ex3_attention", None, 'def attention_share(model, prompt_len):\n'
              '    return np.array([7.3725e-05, 0.036198, 0.37537])\n\n\n'
              'def attention_half_len(model):\n    return 53250.0'),

@@ -870,10 +870,13 @@ def _moe(s, experts_read=None, all_experts=False, layers=True, per_value=None, f
         return Q_(values * (per_value or s["BYTES_PER_VALUE"][precision]), "B")
 
     def compute_bound_batch(model, device, precision="fp16"):
-        params = model.active_non_embedding_params if flop_params == "active" else model.non_embedding_params
+        # the experts priced apart: their FLOPs against the experts' bytes (the body's less the shared weights)
+        per_expert = model.layers * model.expert_params_per_layer()
+        params = per_expert * (model.experts_per_token if flop_params == "active" else model.experts)
+        shared = Q_(model.shared_non_embedding_params * (per_value or s["BYTES_PER_VALUE"][precision]), "B")
         for batch in range(1, 1 << 16):  # a slip can make the bytes outgrow the FLOPs: give up then
             if (Q_(batch * 2 * params, "FLOP") / device.peak_flops(precision)
-                    >= body_bytes(model, batch, precision) / device.memory_bandwidth):
+                    >= (body_bytes(model, batch, precision) - shared) / device.memory_bandwidth):
                 return batch
         return None
 

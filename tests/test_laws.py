@@ -3,7 +3,10 @@
 Lengths are drawn inside each model's context (a longer one is an error, tested elsewhere).
 """
 
+import math
+
 import numpy as np
+import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 import rooflab as rl
@@ -39,7 +42,8 @@ def test_per_operation_time_is_never_below_the_single_max(model, device, fractio
         # at the ideal, the time is the sum over the operations of each one's roofline time
         parts = sum(max(p.compute_time.m_as("s"), p.memory_time.m_as("s")) for p in cost.parts.values())
         assert abs(time - parts) <= 1e-12 * time
-        assert set(cost.parts) == {"body", "attention", "head"}
+        body = {"projections", "router", "experts"} if rl.model(model).is_moe else {"body"}
+        assert set(cost.parts) == body | {"attention", "head"}
 
 
 @settings(max_examples=60, deadline=None)
@@ -222,3 +226,21 @@ def test_chunked_prefill_is_not_faster_than_the_prompts_compute():
         # with a 512-token chunk the prompt spans ceil(2000 / 512) = 4 steps, each at least a quarter of it
         c = rl.steady_state("Llama-3-8B", "H100", 2000, 300, batch, prefill="chunked", chunk=512, efficiency="ideal")
         assert c.ttft.m_as("s") >= bound
+
+
+def test_mixtral_experts_turn_compute_bound_at_ridge_times_e_over_k():
+    """Priced per operation, Mixtral's experts on an H200 at FP16: b x 2 k L P_e / peak >= L x E(b) x P_e x 2 /
+    bandwidth, with every expert read (E(b) = 8 at such batches), is b >= ridge x E / k = 206.1 x 4 = 825
+    (989.4e12 / 4.8e12 = 206.125 FLOP/B); the attention projections turn near the ridge, 207; lumped into one body,
+    the whole would have said 759."""
+    ridge = 989.4e12 / 4.8e12
+    assert round(ridge, 1) == 206.1 and math.ceil(ridge * 8 / 2) == 825
+    assert rl.decode_compute_bound_batch("Mixtral-8x7B", "H200", operation="experts") == 825
+    assert rl.decode_compute_bound_batch("Mixtral-8x7B", "H200") == 825  # the body: its last matmul to turn
+    assert rl.decode_compute_bound_batch("Mixtral-8x7B", "H200", operation="projections") == math.ceil(ridge)
+    step = rl.decode_step("Mixtral-8x7B", "H200", 1000, 8)
+    m = rl.model("Mixtral-8x7B")
+    experts_read = 8 * (1 - (1 - 2 / 8) ** 8)  # 7.20 of 8 experts a layer at batch 8
+    assert step.parts["experts"].bytes.m_as("B") == pytest.approx(
+        m.layers * experts_read * 3 * 4096 * 14336 * 2, rel=1e-12)
+    assert step.parts["router"].bytes.m_as("B") == m.layers * 4096 * 8 * 2

@@ -44,7 +44,7 @@ __all__ = [
     "balanced_output_len",
 ]
 
-_OPERATIONS = ("body", "attention", "head", "step")
+_OPERATIONS = ("body", "projections", "router", "experts", "attention", "head", "step")
 
 
 @dataclass(frozen=True)
@@ -136,14 +136,15 @@ def decode_compute_bound_batch(
     """Smallest batch at which ``operation`` of a decode step turns compute-bound; ``math.inf`` if none does.
 
     ``"body"`` (the weight matmuls, the default): B x 2 P / (peak x mfu) >= (weights + B rows) /
-    (bandwidth x mbu), near the ridge point at any context.  ``"head"``: likewise for the output
+    (bandwidth x mbu), near the ridge point at any context; for a mixture of experts, when its last weight
+    matmul turns, the experts, near ridge x E / k (``"projections"``, ``"router"`` and ``"experts"`` ask
+    about one of them).  ``"head"``: likewise for the output
     head.  ``"attention"``: over the cache, intensity about heads / kv_heads, so never on today's
     devices.  ``"step"``: the whole step's ``bound`` (compute-bound parts take most of its time).
     With ``detail=True``, a Crossing that also says whether that batch at ``context_len`` fits in memory.
     """
-    if operation not in _OPERATIONS:
-        raise ValueError(f"operation must be one of {', '.join(_OPERATIONS)}, got {operation!r}")
     s = setup(model, hardware, precision, mfu, mbu, efficiency=efficiency)
+    _check_operation(operation, s)
     compute, memory = s.peak * s.mfu, s.bandwidth * s.mbu
 
     def search(c: int) -> Crossing:
@@ -151,8 +152,10 @@ def decode_compute_bound_batch(
 
         def compute_bound(batch: int) -> bool:
             t = decode_terms(s, batch)
-            if operation == "body":
-                return t.body_flops / compute >= t.body_bytes / memory
+            if operation == "body":  # every weight matmul (an MoE's experts last)
+                return all(w.flops / compute >= w.bytes / memory for w in t.body.values())
+            if operation in t.body:
+                return t.body[operation].flops / compute >= t.body[operation].bytes / memory
             if operation == "head":
                 return t.head_flops / (s.head_peak * s.mfu) >= t.head_bytes / memory
             if operation == "attention":
@@ -164,6 +167,14 @@ def decode_compute_bound_batch(
         return _crossing(batch, operation, s, lambda b: b * (c + 1), f"decode at context {c:,}")
 
     return _per_element(search, lengths(context_len, "context_len", minimum=0), detail)
+
+
+def _check_operation(operation: str, s) -> None:
+    """Raise unless ``operation`` names an operation of this model's pass (MoE parts only for an MoE model)."""
+    moe = ("projections", "router", "experts")
+    allowed = [o for o in _OPERATIONS if s.model.is_moe or o not in moe]
+    if operation not in allowed:
+        raise ValueError(f"operation must be one of {', '.join(allowed)} for {s.model.name}, got {operation!r}")
 
 
 def _crossing(value: float, operation: str, s, tokens_held, what: str) -> Crossing:
@@ -192,13 +203,15 @@ def prefill_compute_bound_len(
     ridge point in tokens (a short chat prompt is memory-bound).  ``"step"``: the whole prefill's
     ``bound``.  ``"attention"`` and ``"head"`` likewise for those operations.
     """
-    if operation not in _OPERATIONS:
-        raise ValueError(f"operation must be one of {', '.join(_OPERATIONS)}, got {operation!r}")
     s = setup(model, hardware, precision, mfu, mbu, efficiency=efficiency)
+    _check_operation(operation, s)
     b = lengths(batch, "batch")
+    body = ("projections", "router", "experts") if s.model.is_moe else ("body",)
 
     def compute_bound(n: int) -> bool:
         cost = prefill_pass(s, n, b)
+        if operation == "body":
+            return all(cost.parts[name].bound == "compute" for name in body)
         return (cost if operation == "step" else cost.parts[operation]).bound == "compute"
 
     n = _first_true(compute_bound, 1, s.model.max_context)

@@ -354,8 +354,10 @@ class SteadyState:
 
     @property
     def bound(self) -> str | np.ndarray:
-        """What binds the decode step's body (its weight matmuls): "memory" below the bend, "compute" past it."""
-        return self.decode.parts["body"].bound
+        """What binds the decode step's body (its weight matmuls): "memory" below the bend, "compute" past it.
+        For a mixture of experts, its experts' matmuls (the last to turn)."""
+        parts = self.decode.parts
+        return (parts["body"] if "body" in parts else parts["experts"]).bound
 
     @property
     def energy_per_token(self) -> pint.Quantity:

@@ -29,7 +29,7 @@ from .roofline import Cost, combine, cost_si
 
 __all__ = ["Setup", "setup", "expected_experts", "body_bytes", "price", "forward_pass", "prefill_pass", "decode_pass",
            "DecodeTerms",
-           "decode_terms", "decode_total"]
+           "decode_terms", "Work", "weight_matmuls", "decode_total"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +100,37 @@ def body_bytes(s: Setup, tokens):
     return weights * s.bytes_per_weight + tokens * m.d_model * s.embedding_bytes
 
 
+@dataclass(frozen=True, slots=True)
+class Work:
+    """One weight matmul's FLOPs and bytes (floats, or arrays over the tokens)."""
+
+    flops: float | np.ndarray
+    bytes: float | np.ndarray
+
+
+def weight_matmuls(s: Setup, tokens) -> dict[str, Work]:
+    """The body's weight matmuls over ``tokens`` tokens, each priced apart.
+
+    Dense: one operation, ``body`` (2 P_active FLOPs a token; every weight and one embedding row a token read).
+    Mixture of experts: ``projections`` (attention projections and norms, read whatever the batch, plus the
+    embedding rows), ``router`` (d_model x E per layer) and ``experts`` (2 k L P_e FLOPs a token; the
+    L x E[experts read] x P_e weights the batch routes to), since their intensities differ by E / k.
+    """
+    m = s.model
+    if not m.is_moe:
+        return {"body": Work(2.0 * m.active_non_embedding_params * tokens, body_bytes(s, tokens))}
+    router = m.layers * m.d_model * m.experts
+    projections = m.shared_non_embedding_params - router
+    expert = m.layers * m.expert_params_per_layer()
+    read = expected_experts(m.experts, m.experts_per_token, tokens)
+    return {
+        "projections": Work(2.0 * projections * tokens,
+                            projections * s.bytes_per_weight + tokens * m.d_model * s.embedding_bytes),
+        "router": Work(2.0 * router * tokens, router * s.bytes_per_weight),
+        "experts": Work(2.0 * m.experts_per_token * expert * tokens, read * expert * s.bytes_per_weight),
+    }
+
+
 def price(s: Setup, flops, nbytes, peak: float) -> Cost:
     """One operation's Cost: max(flops / (peak x mfu), nbytes / (bandwidth x mbu))."""
     return cost_si(flops, nbytes, peak, s.bandwidth, s.mfu, s.mbu)
@@ -111,20 +142,21 @@ def forward_pass(s: Setup, decode_seqs, context, prefill_tokens, prefill_sq, pre
 
     ``decode_seqs`` sequences add a token at ``context``; ``prefill_tokens`` prompt tokens (``prefill_seqs``
     prompts whose squared lengths sum to ``prefill_sq``) are prefilled.  Body: 2 P_active FLOPs a token, the
-    weights read once; attention: 4 L A c FLOPs a decoding sequence and 2 L A N^2 a prompt, the caches read and
+    weights read once (an MoE body as three operations, see weight_matmuls); attention: 4 L A c FLOPs a
+    decoding sequence and 2 L A N^2 a prompt, the caches read and
     the new K, V written (``kv_share`` of them on one GPU); head: 2 d V FLOPs a sequence that gets logits,
     V x d weights read.  Each divided by ``tp``.
     """
     m = s.model
     tokens = decode_seqs + prefill_tokens
     width = m.layers * m.attention_width
-    parts = {
-        "body": price(s, 2.0 * m.active_non_embedding_params * tokens / tp, body_bytes(s, tokens) / tp, s.peak),
+    parts = {name: price(s, w.flops / tp, w.bytes / tp, s.peak) for name, w in weight_matmuls(s, tokens).items()}
+    parts.update({
         "attention": price(s, (decode_seqs * 4.0 * width * context + prefill_sq * 2.0 * width) / tp,
                            (decode_seqs * (context + 1.0) + prefill_tokens) * s.kv_per_token * kv_share, s.peak),
         "head": price(s, (decode_seqs + prefill_seqs) * 2.0 * m.d_model * m.vocab / tp,
                       m.vocab * m.d_model * s.embedding_bytes / tp, s.head_peak),
-    }
+    })
     return combine(parts, s.overhead, fits)
 
 
@@ -143,10 +175,9 @@ def decode_pass(s: Setup, context_len, batch, fits=True) -> Cost:
 class DecodeTerms:
     """A decode step's FLOPs and bytes by operation, attention's as linear functions of the context c:
     attention FLOPs = attention_flops_per_context x c, bytes = attention_bytes_fixed + attention_bytes_per_context
-    x c.  Floats, or arrays over the batch."""
+    x c.  ``body`` holds the weight matmuls by name (see weight_matmuls).  Floats, or arrays over the batch."""
 
-    body_flops: float | np.ndarray
-    body_bytes: float | np.ndarray
+    body: dict[str, Work]
     head_flops: float | np.ndarray
     head_bytes: float
     attention_flops_per_context: float | np.ndarray
@@ -158,8 +189,7 @@ def decode_terms(s: Setup, batch) -> DecodeTerms:
     """The operations of a decode step of ``batch`` sequences, as FLOPs and bytes (see DecodeTerms)."""
     m = s.model
     return DecodeTerms(
-        body_flops=batch * 2.0 * m.active_non_embedding_params,
-        body_bytes=body_bytes(s, batch),
+        body=weight_matmuls(s, batch),
         head_flops=batch * 2.0 * m.d_model * m.vocab,
         head_bytes=m.vocab * m.d_model * s.embedding_bytes,
         attention_flops_per_context=batch * 4.0 * m.layers * m.attention_width,
@@ -205,7 +235,7 @@ def decode_total(s: Setup, prompt_len, steps, batch):
     """
     t = decode_terms(s, batch)
     compute, memory = s.peak * s.mfu, s.bandwidth * s.mbu
-    fixed = (_max(t.body_flops / compute, t.body_bytes / memory)
+    fixed = (sum(_max(w.flops / compute, w.bytes / memory) for w in t.body.values())
              + _max(t.head_flops / (s.head_peak * s.mfu), t.head_bytes / memory) + s.overhead)
     m0, m1 = t.attention_bytes_fixed / memory, t.attention_bytes_per_context / memory  # memory time = m0 + m1 c
     c1 = t.attention_flops_per_context / compute  # attention compute time = c1 x context

@@ -271,7 +271,8 @@ def crossover_figure(model: Model | str, device: Hardware | str, output_lens=(64
         if context + 1 > limit:
             continue
         step = decode_step(model, device, context, batches, allow_overflow=True)
-        body, attention = step.parts["body"], step.parts["attention"]
+        body = step.parts["body"] if "body" in step.parts else step.parts["experts"]  # an MoE's experts
+        attention = step.parts["attention"]
         _plot_fitting(right, batches, body.compute_time_si, step.fits, style, color=_COLOURS["compute"],
                       label=f"body compute, context {context:,}")
         _plot_fitting(right, batches, body.memory_time_si, step.fits, style, color=_COLOURS["memory"],
