@@ -284,3 +284,29 @@ def test_load_table_columns_and_sources():
     assert all(r["source_url"].startswith("https://github.com/NVIDIA/TensorRT-LLM/") for r in table)
     assert {r["model"] for r in table} <= set(rl.MODELS) and {r["device"] for r in table} <= set(rl.HARDWARE)
     assert {int(r["tp"]) for r in table} >= {1, 2}
+
+
+def test_input_and_output_tokens_priced_apart():
+    """Price sheets charge prompt and generated tokens apart.  Separate prefill at batch 64 (2,000-token prompts,
+    300-token answers, ideal): each step spends k x the one-prompt prefill pass on prompts (k = 64 / 299), so a
+    million prompt tokens cost price x prefill pass / 2,000 x 1e6, and a million generated ones price x decode
+    step / 64 x 1e6; charged together they add up to the GPU time of a step."""
+    n, out, batch = 2000, 300, 64
+    k = batch / (out - 1)
+    per_second = 3.95 / 3600
+    prefill, decode = prefill_by_hand(1, n), decode_by_hand(batch, n + (out - 2) / 2)
+    s = rl.steady_state("Llama-3-8B", "H100", n, out, batch, efficiency="ideal")
+    price = Q_(3.95, "USD/h")
+    assert s.cost_per_million_input(price).m_as("USD/Mtok") == pytest.approx(per_second * prefill / n * 1e6, rel=1e-9)
+    assert s.cost_per_million_output(price).m_as("USD/Mtok") == pytest.approx(per_second * decode / batch * 1e6,
+                                                                             rel=1e-9)
+    assert round(per_second * prefill / n * 1e6, 4) == 0.0162  # 29.6 ms for 2,000 tokens at $3.95 an hour
+    # every second of the step is charged once: prompts k x 2,000 tokens, generated ones 64
+    charged = (s.cost_per_million_input(price).m_as("USD/Mtok") * k * n
+               + s.cost_per_million_output(price).m_as("USD/Mtok") * batch) / 1e6
+    assert charged == pytest.approx(per_second * s.itl.m_as("s"), rel=1e-9)
+    # chunked: the merged pass is shared out the same way, and still charged once
+    c = rl.steady_state("Llama-3-8B", "H100", n, out, batch, prefill="chunked", efficiency="ideal")
+    charged = (c.cost_per_million_input(price).m_as("USD/Mtok") * k * n
+               + c.cost_per_million_output(price).m_as("USD/Mtok") * batch) / 1e6
+    assert charged == pytest.approx(per_second * c.itl.m_as("s"), rel=1e-9)

@@ -113,7 +113,7 @@ def test_under_load_quotes_the_library():
                               efficiency="typical")
     pairs = math.ceil(20 / (brief.request_rate.m_as("1/s") * 2))
     monthly = pairs * 2 * rl.example_price(h100).m_as("USD/h") * 730
-    assert f"fp8, tp=2: batch {brief.batch:3} per copy" in shown and f"${monthly:7,.0f} a month" in shown
+    assert f"fp8, tp=2: batch {brief.batch:3} per copy" in shown and f"${round(monthly, -2):7,.0f} a month" in shown
     answer = text(next(c for c in solved if c["id"] == "written_deployment"))
     assert (pairs, brief.batch) == (4, 64) and f"{round(monthly, -2):,.0f}" in answer  # "about $23,100"
     assert f"{brief.cost_per_million(rl.example_price(h100)).m_as('USD/Mtok'):.2f}" in answer  # "$1.70"

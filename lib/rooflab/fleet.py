@@ -44,7 +44,10 @@ NVIDIA/nccl issue #1259).  Communication is not overlapped with compute.
 Efficiency is ``"ideal"`` by default, as everywhere in the library: the bound
 no measurement beats; pass ``efficiency="typical"`` for the calibrated estimate
 and quote it with its error band.  Cost per million output
-tokens = price per GPU-hour x GPUs / (3600 x tokens/s / 1e6); energy per token
+tokens = price per GPU-hour x GPUs / (3600 x tokens/s / 1e6) (blended: all the GPU
+time charged to output tokens; ``cost_per_million_input`` and
+``cost_per_million_output`` charge prompt and generated tokens apart, as API
+price sheets do, each with its share of the step's time); energy per token
 <= board power x GPUs x step time / tokens per step (a bound: the board draws
 at most its power).
 
@@ -321,6 +324,7 @@ class SteadyState:
     workload: Workload | None = field(default=None, repr=False)
     mode: str = "separate"
     efficiency: str = "ideal"
+    prefill_share: float | np.ndarray = field(default=0.0, repr=False)  # share of a step's time spent prefilling
 
     @property
     def itl(self) -> pint.Quantity:
@@ -367,8 +371,21 @@ class SteadyState:
         return quantity(self.power_si * self.tp / self.throughput_si, "energy_per_token")
 
     def cost_per_million(self, price: pint.Quantity) -> pint.Quantity:
-        """Cost of a million output tokens, USD/Mtok, for ``price`` per GPU and unit of time (USD/h or USD/s)."""
+        """Cost of a million output tokens, USD/Mtok, for ``price`` per GPU and unit of time (USD/h or USD/s),
+        all the GPU time charged to the output tokens (the blended figure)."""
         return cost_per_million_tokens(price, self.output_throughput)
+
+    def cost_per_million_input(self, price: pint.Quantity) -> pint.Quantity:
+        """Cost of a million prompt tokens, USD/Mtok, as API price sheets charge them: the GPU time spent
+        prefilling (``prefill_share`` of each step) over the prompt tokens it processes, k x E[P] a step."""
+        prompts = self.request_rate_si * self.workload.mean_prompt_len / (self.tp * self.prefill_share)
+        return cost_per_million_tokens(price, quantity(prompts, "token_rate"))
+
+    def cost_per_million_output(self, price: pint.Quantity) -> pint.Quantity:
+        """Cost of a million generated tokens, USD/Mtok, charged apart from the prompts: the GPU time spent
+        decoding (1 - ``prefill_share`` of each step) over the B tokens the decode step makes."""
+        made = self.batch / self.itl_si / (self.tp * (1.0 - self.prefill_share))
+        return cost_per_million_tokens(price, quantity(made, "token_rate"))
 
     def meets(self, ttft_limit: pint.Quantity | None = None, itl_limit: pint.Quantity | None = None):
         """Whether the point fits in memory and meets the targets given (element-wise for sweeps)."""
@@ -394,7 +411,8 @@ class SteadyState:
         return SteadyState(pick(self.batch), self.tp, pick(self.itl_si), pick(self.ttft_si),
                            pick(self.throughput_si), pick(self.request_rate_si), pick(self.tokens_per_step),
                            cost(self.decode), cost(self.prefill), pick(self.communication_si), pick(self.fits),
-                           self.max_batch, self.power_si, self.workload, self.mode, self.efficiency)
+                           self.max_batch, self.power_si, self.workload, self.mode, self.efficiency,
+                           pick(self.prefill_share))
 
     def __len__(self) -> int:
         return int(np.size(self.batch))
@@ -469,6 +487,7 @@ def _steady_si(g: _Group, w: Workload, b, mode: str, chunk, fits, cap: int) -> S
         step = decode.time_si + comm_d + (k / group) * prefill_time
         ttft = prefill_time + step / 2.0
         comm = comm_d + (k / group) * comm_p
+        prefill_share = (k / group) * prefill_time / step
     else:
         decode, comm = _pass_si(g, b, c, k * p1, k * p2, k, fits)
         prefill = None
@@ -479,12 +498,17 @@ def _steady_si(g: _Group, w: Workload, b, mode: str, chunk, fits, cap: int) -> S
         share = np.maximum(k, 1.0 / n)
         carrying, comm_c = _pass_si(g, b, c, share * p1, share * p2, share, fits)
         ttft = n * (carrying.time_si + comm_c) + step / 2.0
+        # the merged pass's time, shared out as the prompts' work and the decode work would take apart
+        alone_d, comm_ad = _pass_si(g, b, c, 0.0, 0.0, 0.0, fits)
+        alone_p, comm_ap = _pass_si(g, 0.0, 0.0, k * p1, k * p2, k, fits)
+        prefill_share = (alone_p.time_si + comm_ap) / (alone_p.time_si + comm_ap + alone_d.time_si + comm_ad)
     tokens = b + k
     if not isinstance(step, np.ndarray):
         step, ttft, tokens, comm = float(step), float(ttft), float(tokens), float(comm)
+        prefill_share = float(prefill_share)
         fits = bool(fits)
     return SteadyState(b, g.tp, step, ttft, tokens / step, k / step, tokens, decode, prefill, comm, fits, cap,
-                       g.s.device.power_si, w, mode, g.name)
+                       g.s.device.power_si, w, mode, g.name, prefill_share)
 
 
 def max_concurrency(
