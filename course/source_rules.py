@@ -31,7 +31,8 @@ LIBRARY_ANSWERS = frozenset({
     "attention_crossover_len", "balanced_output_len", "decode_compute_bound_batch", "prefill_compute_bound_len",
     "ttft_exceeds_decode_len", "bits_per_weight", "bytes_per_weight", "embedding_bits_per_weight",
     "embedding_bytes_per_weight", "predict", "ideal_ratio",
-    "reference", "_prefill_si", "_decode_si", "_decode_linear_si", "_decode_total_si", "_body_bytes", "_fit",
+    "reference", "forward_pass", "prefill_pass", "decode_pass", "decode_terms", "decode_total", "body_bytes",
+    "footprint",
     "library_answers", "_rooflab_reference",
     # under load (rooflab.fleet)
     "steady_state", "frontier", "best_under_sla", "tensor_parallel_step", "cost_per_million_tokens",

@@ -153,6 +153,8 @@ def _largest(pick, efficiency="typical", beyond_memory=False, catch=True):
 
 def _cost_at_sla(s, throughput=lambda best: best.output_throughput, price_of=lambda p: p, ttft=True,
                  precision_used=True, **options):
+    options.setdefault("efficiency", "typical")
+
     def cost_at_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, price, precision="fp16"):
         best = rl.best_under_sla(model, device, prompt_len, output_len, ttft_limit if ttft else None, itl_limit,
                                  precision if precision_used else "fp16", **options)
@@ -193,12 +195,15 @@ def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_
 
 def _per_gpu(pick=lambda tp2, one: (tp2, one), value=lambda best: best.output_throughput, catch=True,
              at_batch_one=False, **options):
+    options.setdefault("efficiency", "typical")
+
     def per_gpu_throughputs(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16"):
         found = []
         for tp in (2, 1):
             try:
                 if at_batch_one:
-                    best = rl.steady_state(model, device, prompt_len, output_len, 1, precision, tp=tp)
+                    best = rl.steady_state(model, device, prompt_len, output_len, 1, precision, tp=tp,
+                                           efficiency="typical")
                 else:
                     best = rl.best_under_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision,
                                              tp=tp, **options)
@@ -392,7 +397,7 @@ MISTAKES = {
         "the precision left at its default": lambda s: (_cost_at_sla(s, precision_used=False),),
         "batch 1, not the best batch": lambda s: (
             lambda m, d, p, o, t, i, price, precision="fp16": s["cost_per_million"](
-                price, rl.steady_state(m, d, p, o, 1, precision).output_throughput),),
+                price, rl.steady_state(m, d, p, o, 1, precision, efficiency="typical").output_throughput),),
     },
     "joules_per_token": {
         "tokens/s per request taken for per GPU": lambda s: (
@@ -520,7 +525,7 @@ def _w8a8(peak=lambda compute: compute, weights=None):
     return answers
 
 
-def _fits(capacity=lambda device: device.memory_capacity, per_sequence=1.0, whole=int, clamp=True, utilization=None):
+def _fits(capacity=lambda device: device.usable_memory, per_sequence=1.0, whole=int, clamp=True, utilization=None):
     """(largest_batch, extra_sequences) with one mistake in largest_batch."""
     def answers(s):
         def largest_batch(model, device, context_len, fmt, group_size, kv_precision, gpu_memory_utilization=0.9):
@@ -650,7 +655,7 @@ MISTAKES.update({
         "half the cache per sequence (forgot K and V)": _fits(per_sequence=0.5),
         "rounded, not floored": _fits(whole=round),
         "no clamp at 0 when the weights do not fit": _fits(clamp=False),
-        "the capacity read in GiB": _fits(capacity=lambda device: Q_(device.memory_capacity.m_as("GiB"), "GB")),
+        "the capacity read in GiB": _fits(capacity=lambda device: Q_(device.usable_memory.m_as("GiB"), "GB")),
     },
     "cheapest_config": {
         "decided at batch 1": _cheapest(time=_at_batch_one),
@@ -737,14 +742,16 @@ MISTAKES.update({
     },
     "max_batch": {
         "GB for GiB": lambda s: _fits02(s, room=lambda m, d, w="fp16", u=1.0: Q_(
-            u * d.memory_capacity.m_as("GiB"), "GB") - s["weight_bytes"](m, w)),
+            u * d.usable_memory.m_as("GiB"), "GB") - s["weight_bytes"](m, w)),
+        "the reported total for what a process can allocate": lambda s: _fits02(
+            s, room=lambda m, d, w="fp16", u=1.0: u * d.memory_capacity - s["weight_bytes"](m, w)),
         "the label for the capacity": lambda s: _fits02(
             s, room=lambda m, d, w="fp16", u=1.0: u * Q_(80, "GB") - s["weight_bytes"](m, w)),
         "the reserve taken from what the weights leave": lambda s: _fits02(
-            s, room=lambda m, d, w="fp16", u=1.0: u * (d.memory_capacity - s["weight_bytes"](m, w))),
-        "the weights left out": lambda s: _fits02(s, room=lambda m, d, w="fp16", u=1.0: u * d.memory_capacity),
+            s, room=lambda m, d, w="fp16", u=1.0: u * (d.usable_memory - s["weight_bytes"](m, w))),
+        "the weights left out": lambda s: _fits02(s, room=lambda m, d, w="fp16", u=1.0: u * d.usable_memory),
         "16-bit weights whatever the format": lambda s: _fits02(
-            s, room=lambda m, d, w="fp16", u=1.0: u * d.memory_capacity - s["weight_bytes"](m)),
+            s, room=lambda m, d, w="fp16", u=1.0: u * d.usable_memory - s["weight_bytes"](m)),
         "the cache's format not passed on": lambda s: _fits02(s, cache_format=False),
         "rounded to the nearest, not down": lambda s: _fits02(s, floor=False),
         "a negative count when the weights do not fit": lambda s: _fits02(s, none_below_zero=False),
@@ -863,10 +870,13 @@ def _moe(s, experts_read=None, all_experts=False, layers=True, per_value=None, f
         return Q_(values * (per_value or s["BYTES_PER_VALUE"][precision]), "B")
 
     def compute_bound_batch(model, device, precision="fp16"):
-        params = model.active_non_embedding_params if flop_params == "active" else model.non_embedding_params
+        # the experts priced apart: their FLOPs against the experts' bytes (the body's less the shared weights)
+        per_expert = model.layers * model.expert_params_per_layer()
+        params = per_expert * (model.experts_per_token if flop_params == "active" else model.experts)
+        shared = Q_(model.shared_non_embedding_params * (per_value or s["BYTES_PER_VALUE"][precision]), "B")
         for batch in range(1, 1 << 16):  # a slip can make the bytes outgrow the FLOPs: give up then
             if (Q_(batch * 2 * params, "FLOP") / device.peak_flops(precision)
-                    >= body_bytes(model, batch, precision) / device.memory_bandwidth):
+                    >= (body_bytes(model, batch, precision) - shared) / device.memory_bandwidth):
                 return batch
         return None
 

@@ -170,11 +170,14 @@ def test_workload_distributions():
 
 def test_frontier_bends_from_memory_to_compute():
     f = rl.frontier("Llama-3-8B", "H100", 2000, 300, efficiency="ideal")
-    assert len(f) == f.max_batch == rl.max_concurrency("Llama-3-8B", "H100", 2000, 300) == 230
-    # (85.52 GB - 16.06 GB) / (2,300 x 131,072 B) = 230.4
+    assert len(f) == f.max_batch == rl.max_concurrency("Llama-3-8B", "H100", 2000, 300) == 200
+    # vLLM's 0.9 of the 79.11 GiB a process can allocate: (76.45 GB - 16.06 GB) / (2,300 x 131,072 B) = 200.3;
+    # 0.9 of the reported 85.52 GB gives the expert's 202, all of it 230 (what fleet used to size batches at)
+    assert math.floor((0.9 * 79.11 * 2**30 - (P + 2 * V * D) * 2) / (2300 * KV)) == 200
+    assert math.floor((0.9 * CAP - (P + 2 * V * D) * 2) / (2300 * KV)) == 202
     assert math.floor((CAP - (P + 2 * V * D) * 2) / (2300 * KV)) == 230
     # at the ideal, the body turns compute-bound where B x 2 P / peak reaches (P + B d) x 2 / bandwidth:
-    # B = 2 P / (2 P / ridge - 2 d) = 296 > 230, beyond memory at fp16 ...
+    # B = 2 P / (2 P / ridge - 2 d) = 296 > 200, beyond memory at fp16 ...
     assert math.ceil(2 * P / (2 * P * BW / PEAK - 2 * D)) == 296 and np.all(f.bound == "memory")
     # ... but inside it with FP8 weights and caches (507 fit), and at typical efficiency (MFU 0.53, MBU 0.83)
     for precision, efficiency, bend in [("fp8", "ideal", 296), ("fp16", "typical", 189)]:
@@ -185,8 +188,9 @@ def test_frontier_bends_from_memory_to_compute():
 
 
 def test_best_under_sla_is_the_largest_feasible_batch():
-    best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, ttft_limit=Q_(500, "ms"), itl_limit=Q_(50, "ms"))
-    sweep = rl.frontier("Llama-3-8B", "H100", 2000, 300)
+    best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, ttft_limit=Q_(500, "ms"), itl_limit=Q_(50, "ms"),
+                             efficiency="typical")
+    sweep = rl.frontier("Llama-3-8B", "H100", 2000, 300, efficiency="typical")
     ok = sweep.meets(Q_(500, "ms"), Q_(50, "ms"))
     assert best.batch == int(sweep.batch[ok][-1]) and best.itl <= Q_(50, "ms") < sweep.at(best.batch).itl
     with pytest.raises(rl.SLAUnmet, match="batch 1 already gives"):
@@ -196,9 +200,9 @@ def test_best_under_sla_is_the_largest_feasible_batch():
 # -- errors ----------------------------------------------------------------------------------------------------
 
 def test_batch_beyond_memory_says_how_many_fit():
-    with pytest.raises(rl.DoesNotFit, match="at most 230 sequences fit"):
-        rl.steady_state("Llama-3-8B", "H100", 2000, 300, 231)
-    assert not rl.steady_state("Llama-3-8B", "H100", 2000, 300, 231, allow_overflow=True).fits
+    with pytest.raises(rl.DoesNotFit, match="at most 200 sequences fit"):
+        rl.steady_state("Llama-3-8B", "H100", 2000, 300, 201)
+    assert not rl.steady_state("Llama-3-8B", "H100", 2000, 300, 201, allow_overflow=True).fits
     with pytest.raises(rl.DoesNotFit, match="not one sequence fits.*tp"):
         rl.steady_state("Llama-3-70B", "H100", 2000, 300, 1)
     assert rl.steady_state("Llama-3-70B", "H100", 2000, 300, 1, tp=2).fits
@@ -280,3 +284,29 @@ def test_load_table_columns_and_sources():
     assert all(r["source_url"].startswith("https://github.com/NVIDIA/TensorRT-LLM/") for r in table)
     assert {r["model"] for r in table} <= set(rl.MODELS) and {r["device"] for r in table} <= set(rl.HARDWARE)
     assert {int(r["tp"]) for r in table} >= {1, 2}
+
+
+def test_input_and_output_tokens_priced_apart():
+    """Price sheets charge prompt and generated tokens apart.  Separate prefill at batch 64 (2,000-token prompts,
+    300-token answers, ideal): each step spends k x the one-prompt prefill pass on prompts (k = 64 / 299), so a
+    million prompt tokens cost price x prefill pass / 2,000 x 1e6, and a million generated ones price x decode
+    step / 64 x 1e6; charged together they add up to the GPU time of a step."""
+    n, out, batch = 2000, 300, 64
+    k = batch / (out - 1)
+    per_second = 3.95 / 3600
+    prefill, decode = prefill_by_hand(1, n), decode_by_hand(batch, n + (out - 2) / 2)
+    s = rl.steady_state("Llama-3-8B", "H100", n, out, batch, efficiency="ideal")
+    price = Q_(3.95, "USD/h")
+    assert s.cost_per_million_input(price).m_as("USD/Mtok") == pytest.approx(per_second * prefill / n * 1e6, rel=1e-9)
+    assert s.cost_per_million_output(price).m_as("USD/Mtok") == pytest.approx(per_second * decode / batch * 1e6,
+                                                                             rel=1e-9)
+    assert round(per_second * prefill / n * 1e6, 4) == 0.0162  # 29.6 ms for 2,000 tokens at $3.95 an hour
+    # every second of the step is charged once: prompts k x 2,000 tokens, generated ones 64
+    charged = (s.cost_per_million_input(price).m_as("USD/Mtok") * k * n
+               + s.cost_per_million_output(price).m_as("USD/Mtok") * batch) / 1e6
+    assert charged == pytest.approx(per_second * s.itl.m_as("s"), rel=1e-9)
+    # chunked: the merged pass is shared out the same way, and still charged once
+    c = rl.steady_state("Llama-3-8B", "H100", n, out, batch, prefill="chunked", efficiency="ideal")
+    charged = (c.cost_per_million_input(price).m_as("USD/Mtok") * k * n
+               + c.cost_per_million_output(price).m_as("USD/Mtok") * batch) / 1e6
+    assert charged == pytest.approx(per_second * c.itl.m_as("s"), rel=1e-9)

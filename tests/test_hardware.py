@@ -66,3 +66,20 @@ def test_gb_against_gib_on_the_h100():
     assert capacity.m_as("GiB") == pytest.approx(81_559 / 1024)
     assert capacity.m_as("GB") == pytest.approx(85.52, abs=0.005)
     assert Q_(80, "GB").m_as("GiB") == pytest.approx(74.5, abs=0.05)  # the mistake the issue names
+
+
+def test_every_device_says_what_a_process_can_allocate():
+    """Usable memory is at most what the device reports, within 1 GiB of it, and every figure names its source."""
+    for device in rl.HARDWARE.values():
+        assert 0 <= device.memory_capacity_si - device.usable_si <= 2**30, device.name
+        assert device.usable_source, device.name
+    # the figures seen in PyTorch's out-of-memory messages
+    assert rl.hardware("T4").usable_memory.m_as("GiB") == pytest.approx(14.74)
+    assert rl.hardware("A100-80GB").usable_memory.m_as("GiB") == pytest.approx(79.15)
+    assert rl.hardware("L4").usable_source.startswith("estimate")
+
+
+def test_a_hardware_record_built_without_the_usable_figure_uses_its_total():
+    cpu = rl.Hardware(name="a laptop CPU", peak_flops_si={"fp32": 1e12}, memory_bandwidth_si=50e9,
+                      memory_capacity_si=16e9, power_si=None, source="measured")
+    assert cpu.usable_si == 16e9 and cpu.usable_memory.m_as("GB") == pytest.approx(16)

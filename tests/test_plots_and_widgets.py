@@ -58,15 +58,15 @@ def test_explorer_builds_its_controls():
 
 
 def test_memory_explain_and_figure():
-    # 2,000-token contexts of Llama-3-8B on the 81,559 MiB an H100 reports:
-    # (81,559 x 2^20 - 16.06e9) / (2000 x 131072) = 264 sequences; 529 with an FP8 cache
+    # 2,000-token contexts of Llama-3-8B in vLLM's 0.9 of the 79.11 GiB a process can allocate on an H100:
+    # (0.9 x 79.11 x 2^30 - 16.06e9) / (2000 x 131072) = 230 sequences; 460 with an FP8 cache
     text = widgets.explain_memory("Llama-3-8B", "H100-SXM", 2000, 64, "fp16")
-    assert "fits (largest batch 264)" in text and "KV 16.8 GB" in text and "ms typical" in text
+    assert "fits (largest batch 230)" in text and "KV 16.8 GB" in text and "ms typical" in text
     overflow = widgets.explain_memory("Llama-3-8B", "H100-SXM", 2000, 300, "fp16")
     assert "DOES NOT FIT" in overflow and " ms" not in overflow  # no time for what does not fit
-    assert "fits (largest batch 529)" in widgets.explain_memory("Llama-3-8B", "H100-SXM", 2000, 300, "fp8")
+    assert "fits (largest batch 460)" in widgets.explain_memory("Llama-3-8B", "H100-SXM", 2000, 300, "fp8")
     ax = plots.memory_figure("Llama-3-8B", "H100", 2000, 300)
-    assert "largest batch that fits is 264" in ax.get_title()
+    assert "largest batch that fits is 230" in ax.get_title()
     box = widgets.memory_explorer()
     assert [c.description for row in box.children[:2] for c in row.children] == ["GPU", "KV cache", "context", "batch"]
 
@@ -75,10 +75,10 @@ def test_batching_figure_falls_short_of_the_ideal_at_long_context():
     ax = plots.batching_figure("Llama-3-8B", "H100", contexts=(2000,), max_batch_shown=64)
     ideal, curve = ax.get_lines()
     assert curve.get_ydata()[-1] < 0.55 * ideal.get_ydata()[-1]  # about 32x at batch 64, not 64x
-    # past the largest batch that fits (264 at 2,000 tokens) the line is cut, and drawn grey and dotted
+    # past the largest batch that fits (230 at 2,000 tokens) the line is cut, and drawn grey and dotted
     ax = plots.batching_figure("Llama-3-8B", "H100", contexts=(2000,), max_batch_shown=300)
     _, curve, grey = ax.get_lines()
-    assert np.isnan(curve.get_ydata()[264]) and not np.isnan(curve.get_ydata()[263])
+    assert np.isnan(curve.get_ydata()[230]) and not np.isnan(curve.get_ydata()[229])
     assert grey.get_label() == "does not fit in memory" and not np.isnan(grey.get_ydata()[-1])
 
 
@@ -112,8 +112,8 @@ def test_crossover_explain_and_figure():
 
 def test_load_explain_and_frontier_figure():
     text = widgets.explain_load("Llama-3-8B", "H100-SXM", "fp16", 1, 2000, 300, 500, 50)
-    # typical efficiency: batch 136 of the 230 whose 2,300-token caches fit, at the example $3.95 an hour
-    assert "best batch 136 of the 230 that fit" in text and "$0.401 per million tokens" in text
+    # typical efficiency: batch 136 of the 200 whose 2,300-token caches fit, at the example $3.95 an hour
+    assert "best batch 136 of the 200 that fit" in text and "$0.401 per million tokens" in text
     assert "memory-bound" in text and "J per token" in text
     assert widgets.explain_load("Llama-3-70B", "H100-SXM", "fp16", 1, 2000, 300, 500, 50).startswith(
         "Not possible: not one sequence fits")
@@ -124,7 +124,7 @@ def test_load_explain_and_frontier_figure():
     labels = ax.get_legend_handles_labels()[1]
     assert labels[:2] == ["H100-SXM", "A100-80GB"] and labels[2].startswith("T4: not one sequence fits")
     h100 = ax.get_lines()[0]
-    assert len(h100.get_xdata()) == 230 and np.all(np.diff(h100.get_ydata()) > 0)  # memory ends the line
+    assert len(h100.get_xdata()) == 200 and np.all(np.diff(h100.get_ydata()) > 0)  # memory ends the line
     stars = [line for line in ax.get_lines() if line.get_marker() == "*"]
     assert len(stars) == 2 and stars[0].get_ydata()[0] <= 50
     box = widgets.load_explorer()

@@ -15,6 +15,7 @@ from rooflab import Q_
 
 PEAK, BW = 989.4e12, 3.35e12
 CAP = 81_559 * 2**20  # bytes nvidia-smi reports for an H100 SXM
+USABLE = 79.11 * 2**30  # bytes a process can allocate on it (PyTorch's total capacity, vllm-project/vllm #27508)
 L, D, A, V = 32, 4096, 4096, 128256
 P = 6_979_588_096  # non-embedding parameters (test_models derives it)
 TOTAL = P + 2 * V * D
@@ -159,36 +160,48 @@ def test_memory_budget(llama, h100):
     m = rl.memory_budget(llama, h100, context_len=4096, batch=1, precision="fp16")
     assert m.weights.m_as("B") == pytest.approx(weights)
     assert m.kv.m_as("B") == 4096 * KV
-    assert m.fits and m.reserve.m_as("B") == 0
-    assert m.capacity.m_as("B") == pytest.approx(CAP) and m.usable.m_as("GB") == pytest.approx(85.52, abs=0.005)
-    assert m.max_batch == math.floor((CAP - weights) / (4096 * KV))
-    assert m.max_tokens == math.floor((CAP - weights) / KV) == 529_939  # 69.46e9 / 131,072; not the 488,000 of "80 GB"
-    vllm = rl.memory_budget(llama, h100, context_len=4096, gpu_memory_utilization=0.9)
-    assert vllm.reserve.m_as("B") == pytest.approx(0.1 * CAP)
-    assert vllm.usable.m_as("GB") == pytest.approx(76.97, abs=0.005)
-    assert vllm.max_batch == math.floor((0.9 * CAP - weights) / (4096 * KV))
-    assert m.max_context == math.floor((CAP - weights) / KV)
+    assert m.capacity.m_as("B") == pytest.approx(CAP) and m.allocatable.m_as("B") == pytest.approx(USABLE)
+    # vLLM's 0.9 of what a process can allocate, by default: 0.9 x 84.94 GB = 76.45 GB for weights and cache
+    assert m.fits and m.reserve.m_as("B") == pytest.approx(0.1 * USABLE)
+    assert m.usable.m_as("GB") == pytest.approx(76.45, abs=0.005)
+    assert m.max_batch == math.floor((0.9 * USABLE - weights) / (4096 * KV))
+    assert m.max_tokens == math.floor((0.9 * USABLE - weights) / KV) == 460_730  # 60.39e9 / 131,072
+    assert m.max_context == math.floor((0.9 * USABLE - weights) / KV)
+    everything = rl.memory_budget(llama, h100, context_len=4096, gpu_memory_utilization=1.0)
+    assert everything.reserve.m_as("B") == 0 and everything.usable.m_as("GB") == pytest.approx(84.94, abs=0.005)
+    assert everything.max_batch == math.floor((USABLE - weights) / (4096 * KV))
     # activations come out of the utilised part, as vLLM profiles them
-    workspace = rl.memory_budget(llama, h100, 4096, gpu_memory_utilization=0.9, workspace=Q_(2, "GB"))
-    assert workspace.max_batch == math.floor((0.9 * CAP - 2e9 - weights) / (4096 * KV))
+    workspace = rl.memory_budget(llama, h100, 4096, workspace=Q_(2, "GB"))
+    assert workspace.max_batch == math.floor((0.9 * USABLE - 2e9 - weights) / (4096 * KV))
 
 
 def test_largest_batch_at_2000_tokens(llama, h100):
-    # (81,559 x 2^20 - 16.06e9) / (2,000 x 131,072) = 264.97: 264 sequences, not the 243 of 80e9 bytes
-    by_hand = math.floor((CAP - TOTAL * 2) / (2000 * KV))
-    assert by_hand == 264
-    assert math.floor((80e9 - TOTAL * 2) / (2000 * KV)) == 243
+    # (0.9 x 79.11 GiB - 16.06e9) / (2,000 x 131,072) = 230.4: 230 sequences; 264 at the whole reported
+    # 81,559 MiB, 243 at the label's 80e9 bytes
+    by_hand = math.floor((0.9 * 79.11 * 2**30 - TOTAL * 2) / (2000 * KV))
+    assert by_hand == 230
+    assert math.floor((CAP - TOTAL * 2) / (2000 * KV)) == 264 and math.floor((80e9 - TOTAL * 2) / (2000 * KV)) == 243
     assert rl.memory_budget(llama, h100, context_len=2000).max_batch == by_hand
 
 
 def test_t4_cannot_hold_fp16_weights(llama):
-    m = rl.memory_budget(llama, "T4", context_len=4096, precision="fp16")
-    assert not m.fits and m.max_batch == 0
-    with pytest.raises(rl.DoesNotFit, match=r"weights 16.06 GB.*capacity 16.11 GB \(15,360 MiB"):
-        rl.request(llama, "T4", prompt_len=4096, output_len=100)
+    """16.06 GB of weights against the 14.74 GiB = 15.83 GB a process can allocate on a T4 (0.9 of it, 14.24 GB,
+    for an engine): it cannot even load, so every function that prices it raises, whatever the context."""
+    assert TOTAL * 2 / 1e9 == pytest.approx(16.06, abs=0.005) and 14.74 * 2**30 / 1e9 == pytest.approx(15.83, abs=0.005)
+    for call in (lambda: rl.request(llama, "T4", prompt_len=16, output_len=2),
+                 lambda: rl.prefill(llama, "T4", 1), lambda: rl.decode_step(llama, "T4", 1),
+                 lambda: rl.steady_state(llama, "T4", 16, 2, 1), lambda: rl.max_concurrency(llama, "T4", 16, 2) or
+                 rl.frontier(llama, "T4", 16, 2)):
+        with pytest.raises(rl.DoesNotFit, match=r"16.06 GB of weights.*T4.*14.74 GiB.*do not fit|not one sequence"):
+            call()
+    # the budget answers the question rather than raising: it does not fit, and no sequence does
+    m = rl.memory_budget(llama, "T4", context_len=1, precision="fp16")
+    assert not m.fits and m.max_batch == 0 and m.max_tokens == 0
     r = rl.request(llama, "T4", prompt_len=4096, output_len=100, allow_overflow=True)
     assert r.fits is False or not np.all(r.fits)
     assert "DOES NOT FIT" in repr(r)
+    # in 8 bits it loads, with 14.24 GB less the weights = 6.22 GB for the cache
+    assert rl.memory_budget(llama, "T4", context_len=4096, precision="int8").fits
 
 
 def test_int4_as_shipped(llama, h100):

@@ -18,7 +18,7 @@ True
 Under load (:mod:`rooflab.fleet`): continuous batching in steady state, the latency-throughput frontier, the
 best batch under an SLA, dollars per million tokens, joules per token and tensor parallelism.
 
->>> best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, itl_limit=rl.Q_(50, "ms"))
+>>> best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, itl_limit=rl.Q_(50, "ms"), efficiency="typical")
 >>> best.batch, round(best.cost_per_million(rl.example_price("H100")).m_as("USD/Mtok"), 2)
 (136, 0.4)
 

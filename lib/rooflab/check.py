@@ -315,13 +315,15 @@ def _disabled(*args, **kwargs):
 def library_answers() -> list:
     """The library functions that compute what the derivation exercises ask for."""
     # By module path: the package attribute `roofline` is the function, not the module.
-    calibration, crossover, fleet, models, precision, roofline, serving = (
+    calibration, crossover, fleet, memory, models, operations, precision, roofline, serving = (
         importlib.import_module(f"{__package__}.{name}")
-        for name in ("calibration", "crossover", "fleet", "models", "precision", "roofline", "serving")
+        for name in ("calibration", "crossover", "fleet", "memory", "models", "operations", "precision", "roofline",
+                     "serving")
     )
     return [
-        serving.prefill, serving.decode_step, serving.request, serving._prefill_si, serving._decode_si,
-        serving._decode_linear_si, serving._decode_total_si, serving._body_bytes, serving._fit,
+        serving.prefill, serving.decode_step, serving.request, operations.forward_pass, operations.prefill_pass,
+        operations.decode_pass, operations.decode_terms, operations.decode_total, operations.body_bytes,
+        memory.footprint,
         roofline.roofline, roofline.cost_si, roofline.combine,
         models.Model.weight_bytes, models.Model.weight_bytes_si, models.Model.kv_bytes_per_token,
         models.Model.kv_bytes_per_token_si, models.Model.flops_per_token,

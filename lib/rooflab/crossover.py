@@ -30,7 +30,8 @@ from .efficiency import Efficiency
 from .hardware import Hardware
 from .models import Model, model as _model
 from .precision import Precision
-from .serving import _check_fit, _decode_linear_si, _decode_si, _decode_total_si, _prefill_si, _setup
+from .memory import check_fit
+from .operations import decode_pass, decode_terms, decode_total, prefill_pass, setup
 from .validation import lengths
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
     "balanced_output_len",
 ]
 
-_OPERATIONS = ("body", "attention", "head", "step")
+_OPERATIONS = ("body", "projections", "router", "experts", "attention", "head", "step")
 
 
 @dataclass(frozen=True)
@@ -135,28 +136,32 @@ def decode_compute_bound_batch(
     """Smallest batch at which ``operation`` of a decode step turns compute-bound; ``math.inf`` if none does.
 
     ``"body"`` (the weight matmuls, the default): B x 2 P / (peak x mfu) >= (weights + B rows) /
-    (bandwidth x mbu), near the ridge point at any context.  ``"head"``: likewise for the output
+    (bandwidth x mbu), near the ridge point at any context; for a mixture of experts, when its last weight
+    matmul turns, the experts, near ridge x E / k (``"projections"``, ``"router"`` and ``"experts"`` ask
+    about one of them).  ``"head"``: likewise for the output
     head.  ``"attention"``: over the cache, intensity about heads / kv_heads, so never on today's
     devices.  ``"step"``: the whole step's ``bound`` (compute-bound parts take most of its time).
     With ``detail=True``, a Crossing that also says whether that batch at ``context_len`` fits in memory.
     """
-    if operation not in _OPERATIONS:
-        raise ValueError(f"operation must be one of {', '.join(_OPERATIONS)}, got {operation!r}")
-    s = _setup(model, hardware, precision, mfu, mbu, efficiency=efficiency)
+    s = setup(model, hardware, precision, mfu, mbu, efficiency=efficiency)
+    _check_operation(operation, s)
     compute, memory = s.peak * s.mfu, s.bandwidth * s.mbu
 
     def search(c: int) -> Crossing:
         s.model.check_context(c + 1, "this decode step")
 
         def compute_bound(batch: int) -> bool:
-            body_f, body_b, head_f, head_b, f1, b0, b1 = _decode_linear_si(s, batch)
-            if operation == "body":
-                return body_f / compute >= body_b / memory
+            t = decode_terms(s, batch)
+            if operation == "body":  # every weight matmul (an MoE's experts last)
+                return all(w.flops / compute >= w.bytes / memory for w in t.body.values())
+            if operation in t.body:
+                return t.body[operation].flops / compute >= t.body[operation].bytes / memory
             if operation == "head":
-                return head_f / (s.head_peak * s.mfu) >= head_b / memory
+                return t.head_flops / (s.head_peak * s.mfu) >= t.head_bytes / memory
             if operation == "attention":
-                return f1 * c / compute >= (b0 + b1 * c) / memory
-            return _decode_si(s, c, batch).bound == "compute"
+                return (t.attention_flops_per_context * c / compute
+                        >= (t.attention_bytes_fixed + t.attention_bytes_per_context * c) / memory)
+            return decode_pass(s, c, batch).bound == "compute"
 
         batch = _first_true(compute_bound, 1, max_batch)
         return _crossing(batch, operation, s, lambda b: b * (c + 1), f"decode at context {c:,}")
@@ -164,11 +169,19 @@ def decode_compute_bound_batch(
     return _per_element(search, lengths(context_len, "context_len", minimum=0), detail)
 
 
+def _check_operation(operation: str, s) -> None:
+    """Raise unless ``operation`` names an operation of this model's pass (MoE parts only for an MoE model)."""
+    moe = ("projections", "router", "experts")
+    allowed = [o for o in _OPERATIONS if s.model.is_moe or o not in moe]
+    if operation not in allowed:
+        raise ValueError(f"operation must be one of {', '.join(allowed)} for {s.model.name}, got {operation!r}")
+
+
 def _crossing(value: float, operation: str, s, tokens_held, what: str) -> Crossing:
     """Wrap a search result with whether the configuration there fits, and a sentence."""
     if value == math.inf:
         return Crossing(value, operation, True, f"{what}: {operation} never crosses within the searched range")
-    fits = bool(_check_fit(s, tokens_held(int(value)), what, allow_overflow=True))
+    fits = bool(check_fit(s, tokens_held(int(value)), what, allow_overflow=True))
     note = f"{what}: {operation} crosses at {value:,.0f}" + ("" if fits else ", which does not fit in memory")
     return Crossing(value, operation, fits, note)
 
@@ -176,8 +189,8 @@ def _crossing(value: float, operation: str, s, tokens_held, what: str) -> Crossi
 def prefill_compute_bound_len(
     model: Model | str,
     hardware: Hardware | str,
-    precision: str | Precision = "fp16",
     batch: int = 1,
+    precision: str | Precision = "fp16",
     mfu: float | None = None,
     mbu: float | None = None,
     efficiency: str | Efficiency = "ideal",
@@ -190,13 +203,15 @@ def prefill_compute_bound_len(
     ridge point in tokens (a short chat prompt is memory-bound).  ``"step"``: the whole prefill's
     ``bound``.  ``"attention"`` and ``"head"`` likewise for those operations.
     """
-    if operation not in _OPERATIONS:
-        raise ValueError(f"operation must be one of {', '.join(_OPERATIONS)}, got {operation!r}")
-    s = _setup(model, hardware, precision, mfu, mbu, efficiency=efficiency)
+    s = setup(model, hardware, precision, mfu, mbu, efficiency=efficiency)
+    _check_operation(operation, s)
     b = lengths(batch, "batch")
+    body = ("projections", "router", "experts") if s.model.is_moe else ("body",)
 
     def compute_bound(n: int) -> bool:
-        cost = _prefill_si(s, n, b)
+        cost = prefill_pass(s, n, b)
+        if operation == "body":
+            return all(cost.parts[name].bound == "compute" for name in body)
         return (cost if operation == "step" else cost.parts[operation]).bound == "compute"
 
     n = _first_true(compute_bound, 1, s.model.max_context)
@@ -208,8 +223,8 @@ def ttft_exceeds_decode_len(
     model: Model | str,
     hardware: Hardware | str,
     output_len: int,
-    precision: str | Precision = "fp16",
     batch: int = 1,
+    precision: str | Precision = "fp16",
     max_prompt_len: int = 1 << 22,
     efficiency: str | Efficiency = "ideal",
     mfu: float | None = None,
@@ -224,16 +239,16 @@ def ttft_exceeds_decode_len(
     there.  With ``detail=True`` the Crossing's ``operation`` names the prefill's dominant operation
     there.  An array of answer lengths gives an array.
     """
-    s = _setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
+    s = setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     b = lengths(batch, "batch")
 
     def search(out: int) -> Crossing:
         def prefill_longer(n: int) -> bool:
-            return _prefill_si(s, n, b).time_si > _decode_total_si(s, n, out - 1, b)
+            return prefill_pass(s, n, b).time_si > decode_total(s, n, out - 1, b)
 
         limit = min(max_prompt_len, s.model.max_context - out + 1)
         n = _first_true(prefill_longer, 1, limit)
-        operation = _prefill_si(s, int(n), b).dominant if n != math.inf else "prefill"
+        operation = prefill_pass(s, int(n), b).dominant if n != math.inf else "prefill"
         return _crossing(n, operation, s, lambda k: b * (k + out), f"a {out:,}-token answer")
 
     return _per_element(search, lengths(output_len, "output_len", minimum=2), detail)
@@ -243,8 +258,8 @@ def balanced_output_len(
     model: Model | str,
     hardware: Hardware | str,
     prompt_len: int,
-    precision: str | Precision = "fp16",
     batch: int = 1,
+    precision: str | Precision = "fp16",
     max_output_len: int = 1 << 24,
     efficiency: str | Efficiency = "ideal",
     mfu: float | None = None,
@@ -259,19 +274,19 @@ def balanced_output_len(
     if no answer within the model's context gets there.  With ``detail=True`` the Crossing's
     ``operation`` names the decode step's dominant operation there.
     """
-    s = _setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
+    s = setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     b = lengths(batch, "batch")
 
     def search(n: int) -> Crossing:
         s.model.check_context(n, "this prompt")
-        ttft = _prefill_si(s, n, b).time_si
+        ttft = prefill_pass(s, n, b).time_si
 
         def decode_longer(out: int) -> bool:
-            return _decode_total_si(s, n, out - 1, b) >= ttft
+            return decode_total(s, n, out - 1, b) >= ttft
 
         limit = min(max_output_len, s.model.max_context - n + 1)
         out = _first_true(decode_longer, 2, limit)
-        operation = _decode_si(s, n + int(out) - 2, b).dominant if out != math.inf else "decode"
+        operation = decode_pass(s, n + int(out) - 2, b).dominant if out != math.inf else "decode"
         return _crossing(out, operation, s, lambda k: b * (n + k), f"a {n:,}-token prompt")
 
     return _per_element(search, lengths(prompt_len, "prompt_len"), detail)

@@ -23,12 +23,16 @@ runs one of two ways:
 Then, for the group of ``tp`` GPUs: ITL = T, output tokens per step = B + k,
 throughput = (B + k) / T token/s, requests/s = k / T, TTFT = the prefill pass
 that carries the request plus half an iteration of waiting for the step under
-way (chunked: half a step plus ceil(P / chunk) steps).  No queueing: the load is
+way (chunked: half a mean step plus the n = ceil(P / chunk) steps that carry
+the prompt, n = 1 without a chunk limit; each carries the B decode tokens and
+max(k, 1 / n) prompts' worth of prefill, so it is heavier than the mean step
+when prompts are rare, and never lighter than the prompt's own work).  No queueing: the load is
 exactly B sequences.  Per GPU, divide by ``tp``.
 
 Memory caps B: weights / tp + B x (max P + max O) x KV bytes per token / tp
 (the caches at the workload's longest context, as an engine that reserves them
-must) + the reserve must fit in what the device reports.
+must) must fit in 0.9 (vLLM's ``gpu_memory_utilization``) of what a process
+can allocate on each GPU (``Hardware.usable_memory``).
 
 Tensor parallelism over N = ``tp`` GPUs: every operation's FLOPs and bytes are
 split N ways (KV heads too, replicated once N exceeds them), and each layer
@@ -37,9 +41,13 @@ adds two all-reduces of tokens x d_model 16-bit activations, a ring costing
 all-reduce (0 ideal; 6 us typical, NCCL on an HGX H100 with CUDA graphs,
 NVIDIA/nccl issue #1259).  Communication is not overlapped with compute.
 
-Efficiency is ``"typical"`` by default here (decisions are made on typical);
-``"ideal"`` gives the bound no measurement beats.  Cost per million output
-tokens = price per GPU-hour x GPUs / (3600 x tokens/s / 1e6); energy per token
+Efficiency is ``"ideal"`` by default, as everywhere in the library: the bound
+no measurement beats; pass ``efficiency="typical"`` for the calibrated estimate
+and quote it with its error band.  Cost per million output
+tokens = price per GPU-hour x GPUs / (3600 x tokens/s / 1e6) (blended: all the GPU
+time charged to output tokens; ``cost_per_million_input`` and
+``cost_per_million_output`` charge prompt and generated tokens apart, as API
+price sheets do, each with its share of the step's time); energy per token
 <= board power x GPUs x step time / tokens per step (a bound: the board draws
 at most its power).
 
@@ -49,8 +57,9 @@ at most its power).
 (16.2, 3964)
 >>> round(s.cost_per_million(rl.Q_(3.95, "USD/h")).m_as("USD/Mtok"), 3), round(s.energy_per_token.m_as("J/token"), 3)
 (0.277, 0.177)
->>> best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, ttft_limit=rl.Q_(500, "ms"), itl_limit=rl.Q_(50, "ms"))
->>> best.batch, round(best.itl.m_as("ms"), 1), best.bound  # typical efficiency, still below the bend
+>>> best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, ttft_limit=rl.Q_(500, "ms"), itl_limit=rl.Q_(50, "ms"),
+...                         efficiency="typical")
+>>> best.batch, round(best.itl.m_as("ms"), 1), best.bound  # still below the bend
 (136, 49.9, 'memory')
 """
 
@@ -69,8 +78,9 @@ from .efficiency import Efficiency, efficiency as _efficiency
 from .hardware import Hardware
 from .models import Model
 from .precision import Precision
-from .roofline import Cost, combine
-from .serving import DoesNotFit, _Setup, _body_bytes, _part, _setup
+from .memory import GPU_MEMORY_UTILIZATION, DoesNotFit, check_fit, footprint, weights_message
+from .operations import Setup, forward_pass, setup
+from .roofline import Cost
 from .units import Q_, quantity, rounded, to_si
 from .validation import fraction, lengths
 
@@ -226,7 +236,7 @@ def _fixed(prompt_len: int, output_len: int) -> Workload:
 
 @dataclass(slots=True)
 class _Group:
-    s: _Setup
+    s: Setup
     tp: int
     kv_share: float  # share of each token's K and V one GPU holds
     link: float  # one-way link bandwidth, B/s (inf when tp == 1)
@@ -235,7 +245,7 @@ class _Group:
 
 
 def _group(model, hardware, precision, tp, efficiency, mfu, mbu, overhead, allreduce_latency) -> _Group:
-    s = _setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
+    s = setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     n = lengths(tp, "tp")
     if np.ndim(n):
         raise TypeError("tp must be one whole number of GPUs, not an array")
@@ -260,15 +270,7 @@ def _pass_si(g: _Group, decode_seqs, context, prefill_tokens, prefill_sq, prefil
     prefilled.  Returns (Cost per GPU, communication time in s)."""
     s, n, m = g.s, g.tp, g.s.model
     tokens = decode_seqs + prefill_tokens
-    width = m.layers * m.attention_width
-    parts = {
-        "body": _part(s, 2.0 * m.active_non_embedding_params * tokens / n, _body_bytes(s, tokens) / n, s.peak),
-        "attention": _part(s, (decode_seqs * 4.0 * width * context + prefill_sq * 2.0 * width) / n,
-                           (decode_seqs * (context + 1.0) + prefill_tokens) * s.kv_per_token * g.kv_share, s.peak),
-        "head": _part(s, (decode_seqs + prefill_seqs) * 2.0 * m.d_model * m.vocab / n,
-                      m.vocab * m.d_model * s.embedding_bytes / n, s.head_peak),
-    }
-    cost = combine(parts, s.overhead, fits)
+    cost = forward_pass(s, decode_seqs, context, prefill_tokens, prefill_sq, prefill_seqs, fits, n, g.kv_share)
     if n == 1:
         return cost, 0.0 * tokens
     message = tokens * m.d_model * _ACTIVATION_BYTES
@@ -278,12 +280,10 @@ def _pass_si(g: _Group, decode_seqs, context, prefill_tokens, prefill_sq, prefil
 # -- memory ----------------------------------------------------------------------------------------------
 
 def _room(g: _Group, w: Workload, gpu_memory_utilization: float):
-    """(bytes left for caches on one GPU, cache bytes one slot needs on one GPU, weights per GPU)."""
-    s = g.s
-    capacity = s.device.memory_capacity_si
-    weights = s.model.weight_bytes_si(s.precision) / g.tp
-    per_slot = w.tokens_held * s.kv_per_token * g.kv_share
-    return gpu_memory_utilization * capacity - weights, per_slot, weights
+    """(bytes left for caches on one GPU, cache bytes one slot needs on one GPU, weights per GPU): the engine's
+    share u of what a process can allocate, less the weights."""
+    f = footprint(g.s, w.tokens_held, gpu_memory_utilization, tp=g.tp, kv_share=g.kv_share)
+    return f.usable - f.reserve - f.weights, f.kv, f.weights
 
 
 def _max_batch(g: _Group, w: Workload, u: float) -> int:
@@ -292,13 +292,9 @@ def _max_batch(g: _Group, w: Workload, u: float) -> int:
 
 
 def _weights_message(g: _Group, w: Workload, u: float) -> str:
-    s = g.s
-    _, per_slot, weights = _room(g, w, u)
-    gpus = f" split over tp={g.tp} GPUs" if g.tp > 1 else ""
-    return (f"{s.model.name} ({s.precision}) needs {weights / 1e9:.2f} GB of weights per GPU{gpus}, and each "
-            f"sequence {per_slot / 1e9:.3f} GB of cache for {w.tokens_held:,} tokens; {s.device.name} reports "
-            f"{s.device.memory_capacity_si / 1e9:.2f} GB"
-            + (f", of which {u:.0%} is used" if u < 1 else ""))
+    f = footprint(g.s, w.tokens_held, u, tp=g.tp, kv_share=g.kv_share)
+    return (f"{weights_message(g.s, f, u, g.tp)}; each sequence needs {f.kv / 1e9:.3f} GB of cache for "
+            f"{w.tokens_held:,} tokens")
 
 
 # -- the steady state --------------------------------------------------------------------------------------
@@ -327,7 +323,8 @@ class SteadyState:
     power_si: float | None = field(default=None, repr=False)  # board power of one GPU, W
     workload: Workload | None = field(default=None, repr=False)
     mode: str = "separate"
-    efficiency: str = "typical"
+    efficiency: str = "ideal"
+    prefill_share: float | np.ndarray = field(default=0.0, repr=False)  # share of a step's time spent prefilling
 
     @property
     def itl(self) -> pint.Quantity:
@@ -361,8 +358,10 @@ class SteadyState:
 
     @property
     def bound(self) -> str | np.ndarray:
-        """What binds the decode step's body (its weight matmuls): "memory" below the bend, "compute" past it."""
-        return self.decode.parts["body"].bound
+        """What binds the decode step's body (its weight matmuls): "memory" below the bend, "compute" past it.
+        For a mixture of experts, its experts' matmuls (the last to turn)."""
+        parts = self.decode.parts
+        return (parts["body"] if "body" in parts else parts["experts"]).bound
 
     @property
     def energy_per_token(self) -> pint.Quantity:
@@ -372,8 +371,21 @@ class SteadyState:
         return quantity(self.power_si * self.tp / self.throughput_si, "energy_per_token")
 
     def cost_per_million(self, price: pint.Quantity) -> pint.Quantity:
-        """Cost of a million output tokens, USD/Mtok, for ``price`` per GPU and unit of time (USD/h or USD/s)."""
+        """Cost of a million output tokens, USD/Mtok, for ``price`` per GPU and unit of time (USD/h or USD/s),
+        all the GPU time charged to the output tokens (the blended figure)."""
         return cost_per_million_tokens(price, self.output_throughput)
+
+    def cost_per_million_input(self, price: pint.Quantity) -> pint.Quantity:
+        """Cost of a million prompt tokens, USD/Mtok, as API price sheets charge them: the GPU time spent
+        prefilling (``prefill_share`` of each step) over the prompt tokens it processes, k x E[P] a step."""
+        prompts = self.request_rate_si * self.workload.mean_prompt_len / (self.tp * self.prefill_share)
+        return cost_per_million_tokens(price, quantity(prompts, "token_rate"))
+
+    def cost_per_million_output(self, price: pint.Quantity) -> pint.Quantity:
+        """Cost of a million generated tokens, USD/Mtok, charged apart from the prompts: the GPU time spent
+        decoding (1 - ``prefill_share`` of each step) over the B tokens the decode step makes."""
+        made = self.batch / self.itl_si / (self.tp * (1.0 - self.prefill_share))
+        return cost_per_million_tokens(price, quantity(made, "token_rate"))
 
     def meets(self, ttft_limit: pint.Quantity | None = None, itl_limit: pint.Quantity | None = None):
         """Whether the point fits in memory and meets the targets given (element-wise for sweeps)."""
@@ -399,7 +411,8 @@ class SteadyState:
         return SteadyState(pick(self.batch), self.tp, pick(self.itl_si), pick(self.ttft_si),
                            pick(self.throughput_si), pick(self.request_rate_si), pick(self.tokens_per_step),
                            cost(self.decode), cost(self.prefill), pick(self.communication_si), pick(self.fits),
-                           self.max_batch, self.power_si, self.workload, self.mode, self.efficiency)
+                           self.max_batch, self.power_si, self.workload, self.mode, self.efficiency,
+                           pick(self.prefill_share))
 
     def __len__(self) -> int:
         return int(np.size(self.batch))
@@ -423,8 +436,8 @@ def steady_state(
     tp: int = 1,
     prefill: str = "separate",
     chunk: int | None = None,
-    gpu_memory_utilization: float = 1.0,
-    efficiency: str | Efficiency = "typical",
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+    efficiency: str | Efficiency = "ideal",
     mfu: float | None = None,
     mbu: float | None = None,
     overhead: pint.Quantity | None = None,
@@ -436,9 +449,11 @@ def steady_state(
     Per iteration of the group: T = decode step of B sequences at the mean context + the prefill of
     k = B / E[O - 1] prompts (separate: (k / g) x a pass of g = max(1, k) prompts; chunked: merged into the
     step), plus the all-reduces when tp > 1.  ITL = T; throughput = (B + k) / T token/s; TTFT = the prefill
-    pass + T / 2 (chunked: (E[ceil(P / chunk)] + 1/2) x T).  ``prompt_len`` and ``output_len`` are numbers,
-    lists of samples or {length: weight} mappings.  Raises DoesNotFit when the batch exceeds memory (saying how
-    many sequences fit) unless ``allow_overflow``, and ContextTooLong beyond the model's context.
+    pass + T / 2 (chunked: n x the step carrying the prompt + T / 2, n = E[ceil(P / chunk)], the carrying
+    step holding B decode tokens and max(k, 1 / n) prompts' worth of prefill).  ``prompt_len`` and
+    ``output_len`` are numbers, lists of samples or {length: weight} mappings.  Raises DoesNotFit when the batch
+    exceeds 0.9 of the usable memory (saying how many sequences fit) unless ``allow_overflow``, and ContextTooLong
+    beyond the model's context.
     """
     g = _group(model, hardware, precision, tp, efficiency, mfu, mbu, overhead, allreduce_latency)
     w = workload(prompt_len, output_len)
@@ -472,17 +487,28 @@ def _steady_si(g: _Group, w: Workload, b, mode: str, chunk, fits, cap: int) -> S
         step = decode.time_si + comm_d + (k / group) * prefill_time
         ttft = prefill_time + step / 2.0
         comm = comm_d + (k / group) * comm_p
+        prefill_share = (k / group) * prefill_time / step
     else:
         decode, comm = _pass_si(g, b, c, k * p1, k * p2, k, fits)
         prefill = None
         step = decode.time_si + comm
-        ttft = step * (w.prefill_steps(chunk) + 0.5)
+        # A prompt spans n = E[ceil(P / chunk)] steps, each carrying at least its own chunk: when fewer
+        # prompts arrive per step than that (k < 1 / n), the steps that carry it are heavier than the mean.
+        n = w.prefill_steps(chunk)
+        share = np.maximum(k, 1.0 / n)
+        carrying, comm_c = _pass_si(g, b, c, share * p1, share * p2, share, fits)
+        ttft = n * (carrying.time_si + comm_c) + step / 2.0
+        # the merged pass's time, shared out as the prompts' work and the decode work would take apart
+        alone_d, comm_ad = _pass_si(g, b, c, 0.0, 0.0, 0.0, fits)
+        alone_p, comm_ap = _pass_si(g, 0.0, 0.0, k * p1, k * p2, k, fits)
+        prefill_share = (alone_p.time_si + comm_ap) / (alone_p.time_si + comm_ap + alone_d.time_si + comm_ad)
     tokens = b + k
     if not isinstance(step, np.ndarray):
         step, ttft, tokens, comm = float(step), float(ttft), float(tokens), float(comm)
+        prefill_share = float(prefill_share)
         fits = bool(fits)
     return SteadyState(b, g.tp, step, ttft, tokens / step, k / step, tokens, decode, prefill, comm, fits, cap,
-                       g.s.device.power_si, w, mode, g.name)
+                       g.s.device.power_si, w, mode, g.name, prefill_share)
 
 
 def max_concurrency(
@@ -492,10 +518,11 @@ def max_concurrency(
     output_len,
     precision: str | Precision = "fp16",
     tp: int = 1,
-    gpu_memory_utilization: float = 1.0,
+    gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
 ) -> int:
     """Return the most sequences whose caches fit at the workload's longest context, per group of tp GPUs:
-    floor((u x capacity - weights / tp) / ((max P + max O) x KV bytes per token / tp)); 0 if none."""
+    floor((u x usable - weights / tp) / ((max P + max O) x KV bytes per token / tp)); 0 if none, with u = 0.9
+    and usable what a process can allocate (``Hardware.usable_memory``)."""
     g = _group(model, hardware, precision, tp, "ideal", None, None, None, None)
     return _max_batch(g, workload(prompt_len, output_len), fraction(gpu_memory_utilization, "gpu_memory_utilization"))
 
@@ -514,7 +541,7 @@ def frontier(
     (or at the array ``batch`` given), as one vectorised SteadyState.  Plot ``itl`` against
     ``output_throughput``.  Options are those of :func:`steady_state`."""
     if batch is None:
-        u = options.get("gpu_memory_utilization", 1.0)
+        u = options.get("gpu_memory_utilization", GPU_MEMORY_UTILIZATION)
         cap = max_concurrency(model, hardware, prompt_len, output_len, precision, tp, u)
         if cap == 0:
             g = _group(model, hardware, precision, tp, "ideal", None, None, None, None)
@@ -537,7 +564,7 @@ def best_under_sla(
     **options,
 ) -> SteadyState:
     """Return the steady state with the largest throughput per GPU that fits and meets the TTFT and ITL
-    targets (typical efficiency unless ``efficiency=`` says otherwise), over every batch that fits.
+    targets (ideal efficiency unless ``efficiency=`` says otherwise), over every batch that fits.
 
     Raises SLAUnmet, saying what batch 1 reaches, when no batch meets them.
     """
@@ -591,8 +618,8 @@ def tensor_parallel_step(
     hardware: Hardware | str,
     context_len,
     batch=1,
-    tp: int = 2,
     precision: str | Precision = "fp16",
+    tp: int = 2,
     efficiency: str | Efficiency = "ideal",
     mfu: float | None = None,
     mbu: float | None = None,
@@ -610,14 +637,8 @@ def tensor_parallel_step(
     c = lengths(context_len, "context_len", minimum=0)
     b = lengths(batch, "batch")
     g.s.model.check_context(c + 1, "this decode step")
-    capacity = g.s.device.memory_capacity_si
-    need = g.s.model.weight_bytes_si(g.s.precision) / g.tp + b * (c + 1) * g.s.kv_per_token * g.kv_share
-    fits = need <= capacity
-    if not allow_overflow and not np.all(fits):
-        raise DoesNotFit(f"{g.s.model.name} ({g.s.precision}) does not fit on tp={g.tp} x {g.s.device.name}: "
-                         f"{np.max(need) / 1e9:.2f} GB per GPU > {capacity / 1e9:.2f} GB. Use more GPUs, a "
-                         f"smaller batch or context, or pass allow_overflow=True.")
-    cost, comm = _pass_si(g, b, c, 0.0, 0.0, 0.0, fits if np.ndim(fits) else bool(fits))
+    fits = check_fit(g.s, b * (c + 1), f"step on tp={g.tp}", allow_overflow, tp=g.tp, kv_share=g.kv_share)
+    cost, comm = _pass_si(g, b, c, 0.0, 0.0, 0.0, fits)
     return ParallelStep(cost, comm if isinstance(comm, np.ndarray) else float(comm), g.tp)
 
 

@@ -5,7 +5,11 @@ datasheets often quote at twice the rate) and every entry cites its source.
 Bandwidths are decimal, as datasheets write them (3.35 TB/s = 3.35e12 B/s).
 Memory capacity is what the device reports, not the marketing label: HBM is
 built in binary sizes, and an "80GB" H100 reports 81,559 MiB in nvidia-smi,
-which is 85.5 GB (79.6 GiB).  The label is kept as ``memory_label``.
+which is 85.5 GB (79.6 GiB).  The label is kept as ``memory_label``.  A process
+gets a little less than that total (the driver and the CUDA context keep some):
+``usable_memory`` is what PyTorch reports as the device's total capacity in its
+out-of-memory messages and what vLLM's ``gpu_memory_utilization`` is a fraction
+of; ``usable_source`` says where each figure was seen, or that it is an estimate.
 The GPU-to-GPU link (``interconnect``: NVLink, PCIe, Infinity Fabric, ICI) is
 the per-GPU figure of the same datasheet, both directions together (900 GB/s
 for an H100 SXM's NVLink 4, so 450 GB/s each way); tensor parallelism
@@ -16,6 +20,8 @@ for an H100 SXM's NVLink 4, so 450 GB/s each way); tensor parallelism
 ('H100-SXM', 295)
 >>> h100.memory_label, h100.memory_capacity.to("MiB"), round(h100.memory_capacity.m_as("GB"), 1)
 ('80GB', <Quantity(81559.0, 'mebibyte')>, 85.5)
+>>> round(h100.usable_memory.m_as("GiB"), 2), round(hardware("T4").usable_memory.m_as("GiB"), 2)
+(79.11, 14.74)
 >>> h100.interconnect, h100.interconnect_bandwidth, hardware("L40S").interconnect
 ('NVLink 4', <Quantity(900.0, 'gigabyte / second')>, 'PCIe Gen4 x16')
 """
@@ -34,6 +40,7 @@ __all__ = ["Hardware", "hardware", "HARDWARE", "UnsupportedPrecision"]
 
 _TERA = 1e12
 _MIB = 2**20
+_GIB = 2**30
 
 
 class UnsupportedPrecision(ValueError):
@@ -57,6 +64,8 @@ class Hardware:
     interconnect: str = field(default="", repr=False)  # GPU-to-GPU link, e.g. "NVLink 4"
     interconnect_bandwidth_si: float | None = field(default=None, repr=False)  # B/s, both directions, per GPU
     interconnect_links: int | None = field(default=None, repr=False)  # point-to-point links (a mesh); None: switched
+    usable_memory_si: float | None = field(default=None, repr=False)  # B a process can allocate; None: the total
+    usable_source: str = field(default="", repr=False)  # where that figure was seen, or "estimate: ..."
 
     @property
     def memory_bandwidth(self) -> pint.Quantity:
@@ -67,6 +76,16 @@ class Hardware:
     def memory_capacity(self) -> pint.Quantity:
         """Memory capacity as the device reports it (nvidia-smi's or rocm-smi's total), GB."""
         return quantity(self.memory_capacity_si, "bytes").to("GB")
+
+    @property
+    def usable_si(self) -> float:
+        """Bytes a process can allocate (float): ``usable_memory_si``, or the reported total where none is known."""
+        return self.memory_capacity_si if self.usable_memory_si is None else self.usable_memory_si
+
+    @property
+    def usable_memory(self) -> pint.Quantity:
+        """Memory a process can allocate (PyTorch's total capacity; what vLLM takes a fraction of), GB."""
+        return quantity(self.usable_si, "bytes").to("GB")
 
     @property
     def power(self) -> pint.Quantity | None:
@@ -136,6 +155,7 @@ def _device(
     aliases: tuple[str, ...] = (),
     notes: str = "",
     link: tuple[str, float, int | None] | None = None,
+    usable: tuple[float, str] | None = None,
 ) -> Hardware:
     capacity_bytes, label, capacity_source = capacity
     link_name, link_gb_s, links = link or ("", None, None)
@@ -153,6 +173,8 @@ def _device(
         interconnect=link_name,
         interconnect_bandwidth_si=None if link_gb_s is None else link_gb_s * 1e9,
         interconnect_links=links,
+        usable_memory_si=None if usable is None else usable[0] * _GIB,
+        usable_source="" if usable is None else usable[1],
     )
 
 
@@ -170,6 +192,8 @@ _CATALOGUE = [
         aliases=("A100-SXM-40GB",),
         notes="SXM4 module; A100 datasheet, dense figures (sparse ones are twice these).",
         link=("NVLink 3", 600, None),  # NVLink 3: 600 GB/s per GPU (datasheet, SXM4).
+        usable=(39.39, "PyTorch out-of-memory messages on A100 40GB machines, '39.39 GiB total capacity' (many public "
+                "logs found by text search; no stable URL recorded)"),
     ),
     _device(
         "A100-80GB",
@@ -179,6 +203,8 @@ _CATALOGUE = [
         aliases=("A100", "A100-SXM", "A100-SXM-80GB"),
         notes="SXM4 module with HBM2e; A100 datasheet, dense figures.",
         link=("NVLink 3", 600, None),  # NVLink 3: 600 GB/s per GPU (datasheet, SXM4).
+        usable=(79.15, "PyTorch out-of-memory messages on A100 80GB machines, '79.15 GiB total capacity', also in vLLM "
+                "engine errors (public logs found by text search; no stable URL recorded)"),
     ),
     _device(
         "H100-SXM",
@@ -190,6 +216,9 @@ _CATALOGUE = [
         aliases=("H100", "H100-SXM5", "H100-80GB"),
         notes="H100 SXM5 datasheet; the page quotes sparse tensor rates, halved here. No INT4 tensor cores.",
         link=("NVLink 4", 900, None),  # NVLink 4: 900 GB/s per GPU (datasheet; PCIe Gen5 128 GB/s to the host).
+        usable=(79.11, "vllm-project/vllm issue #27508 (2025), https://github.com/vllm-project/vllm/issues/27508: 'GPU 0"
+                " has a total capacity of 79.11 GiB' on an H100; other public logs show 79.18-79.25 GiB with "
+                "other drivers"),
     ),
     _device(
         "H100-PCIe",
@@ -200,6 +229,7 @@ _CATALOGUE = [
         "https://www.nvidia.com/en-us/data-center/h100/",
         notes="H100 PCIe datasheet column, dense figures.",
         link=("PCIe Gen5 x16", 128, None),  # PCIe Gen5 x16: 128 GB/s (datasheet); an NVLink bridge joins a pair at 600 GB/s.
+        usable=(79.11, "estimate: the H100 SXM's figure, since both report 81,559 MiB"),
     ),
     _device(
         "H200",
@@ -211,6 +241,8 @@ _CATALOGUE = [
         aliases=("H200-SXM",),
         notes="Same GH100 compute as the H100 SXM; HBM3e raises bandwidth and capacity.",
         link=("NVLink 4", 900, None),  # NVLink 4: 900 GB/s per GPU (datasheet).
+        usable=(139.80, "PyTorch out-of-memory messages on H200 machines, 'a total capacity of 139.80 GiB' (139.72-139.81"
+                " GiB by driver; public logs found by text search, no stable URL recorded)"),
     ),
     _device(
         "B200",
@@ -222,6 +254,8 @@ _CATALOGUE = [
         aliases=("HGX-B200",),
         notes="One GPU of an HGX B200 board (1,000 W configuration), dense figures.",
         link=("NVLink 5", 1800, None),  # NVLink 5: 1.8 TB/s per GPU (HGX page).
+        usable=(178.35, "PyTorch out-of-memory messages on B200 machines, 'a total capacity of 178.35 GiB' (public logs "
+                "found by text search, no stable URL recorded)"),
     ),
     _device(
         "L4",
@@ -230,6 +264,8 @@ _CATALOGUE = [
         "https://www.nvidia.com/en-us/data-center/l4/",
         notes="L4 datasheet; its tensor rates are quoted with sparsity, halved here.",
         link=("PCIe Gen4 x16", 64, None),  # PCIe Gen4 x16: 64 GB/s (datasheet); no NVLink.
+        usable=(21.96, "estimate: the reported 22.49 GiB less 0.53 GiB, the median gap of the NVIDIA GPUs with a seen "
+                "figure"),
     ),
     _device(
         "T4",
@@ -238,6 +274,11 @@ _CATALOGUE = [
         "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
         notes="Turing: FP16 mixed-precision tensor cores, no BF16, TF32 or FP8.",
         link=("PCIe Gen3 x16", 32, None),  # PCIe Gen3 x16: 32 GB/s (datasheet); no NVLink.
+        usable=(14.74, "PyTorch out-of-memory messages on T4 (g4dn) machines, '14.74 GiB total capacity' (public logs "
+                "found by text search); also 14.75 GiB, GSeanCDAT/GIMM-VFI issue #6, "
+                "https://github.com/GSeanCDAT/GIMM-VFI/issues/6, 14.76 GiB, xinge008/Cylinder3D issue #109, "
+                "https://github.com/xinge008/Cylinder3D/issues/109, and 14.56 GiB with 2025 drivers, "
+                "Zheng-Chong/CatVTON issue #133, https://github.com/Zheng-Chong/CatVTON/issues/133"),
     ),
     _device(
         "L40S",
@@ -246,6 +287,8 @@ _CATALOGUE = [
         "https://www.nvidia.com/en-us/data-center/l40s/",
         notes="L40S datasheet, dense figures (the page lists sparse ones too).",
         link=("PCIe Gen4 x16", 64, None),  # PCIe Gen4 x16: 64 GB/s both directions (datasheet); no NVLink.
+        usable=(44.53, "Wan-Video/Wan2.1 issue #205 (2025), https://github.com/Wan-Video/Wan2.1/issues/205: 'GPU 0 has a"
+                " total capacity of 44.53 GiB' on an L40S"),
     ),
     _device(
         "MI300X",
@@ -257,6 +300,8 @@ _CATALOGUE = [
         aliases=("AMD-MI300X",),
         notes="AMD Instinct MI300X datasheet, dense matrix figures.",
         link=("Infinity Fabric", 896, 7),  # Seven Infinity Fabric links of 128 GB/s each (product page): 896 GB/s in all, one link to each peer of an 8-GPU platform.
+        usable=(205822885888 / _GIB, "HIP out-of-memory messages on MI300X machines, 'a total capacity of 191.69 GiB' (205,822,885,888"
+                " B, all that rocm-smi reports; public logs found by text search, no stable URL recorded)"),
     ),
     _device(
         "TPU-v5e",
@@ -268,6 +313,8 @@ _CATALOGUE = [
         aliases=("TPUv5e", "v5e"),
         notes="One Cloud TPU v5e chip. Google publishes no per-chip power figure.",
         link=("ICI", 200, None),  # Inter-chip interconnect 1,600 Gbps = 200 GB/s per chip (v5e page).
+        usable=(15.75, "estimate: JAX's bytes_limit is a little under the 16 GiB of HBM; 0.25 GiB is assumed kept by the"
+                " runtime"),
     ),
 ]
 

@@ -116,10 +116,11 @@ def phase_bars(requests: dict[str, Request], ax=None):
 
 
 def memory_figure(model: Model | str, device: Hardware | str, context_len: int, max_batch_shown: int = 256,
-                  precision="fp16", gpu_memory_utilization: float = 1.0, ax=None):
+                  precision="fp16", gpu_memory_utilization: float = 0.9, ax=None):
     """Memory held (weights, KV cache, engine reserve) against batch at one context length, GB.
 
-    The device's capacity is a horizontal line; batches past it are shaded "does not fit".
+    What a process can allocate is a horizontal line, the total the device reports a dotted one; batches
+    past the first are shaded "does not fit".
     Returns the Axes.
     """
     device = _hardware(device)
@@ -132,9 +133,11 @@ def memory_figure(model: Model | str, device: Hardware | str, context_len: int, 
         _, ax = plt.subplots(figsize=(6.4, 4.0))
     ax.stackplot(batches, weights, kv, reserve, labels=["weights", "KV cache", "engine reserve"],
                  colors=["#8C8C8C", _COLOURS["memory"], "#DDDDDD"])
-    capacity = budget.capacity_si / 1e9
+    capacity = budget.allocatable.m_as("GB")
+    ax.axhline(budget.capacity_si / 1e9, color="black", lw=1, ls=":")
     ax.axhline(capacity, color="black", lw=1.5)
-    ax.annotate(f"{device.name} capacity, {capacity:.1f} GB ({budget.capacity_si / 2**20:,.0f} MiB reported)",
+    ax.annotate(f"{device.name}: {capacity:.1f} GB a process can allocate ({budget.capacity_si / 2**20:,.0f} MiB "
+                f"reported)",
                 (batches[len(batches) // 2], capacity), xytext=(0, 4), textcoords="offset points", fontsize=8,
                 ha="center")
     fits = int(np.max(budget.max_batch)) if np.size(budget.max_batch) else 0
@@ -194,8 +197,8 @@ def quantization_figure(model: Model | str, device: Hardware | str, max_len: int
             step = np.asarray(decode_step(model, device, lengths, batch, precision, allow_overflow=True).time_si)
             _plot_fitting(ax, lengths, np.asarray(base.time_si) / step, base.fits, style,
                           label=f"decode, {label}, batch {batch}")
-    base = prefill(model, device, lengths, "fp16", allow_overflow=True)
-    quick = np.asarray(prefill(model, device, lengths, formats["INT4"], allow_overflow=True).time_si)
+    base = prefill(model, device, lengths, precision="fp16", allow_overflow=True)
+    quick = np.asarray(prefill(model, device, lengths, precision=formats["INT4"], allow_overflow=True).time_si)
     _plot_fitting(ax, lengths, np.asarray(base.time_si) / quick, base.fits, color="black", lw=2,
                   label="prefill, INT4")
     m = _model(model)
@@ -268,7 +271,8 @@ def crossover_figure(model: Model | str, device: Hardware | str, output_lens=(64
         if context + 1 > limit:
             continue
         step = decode_step(model, device, context, batches, allow_overflow=True)
-        body, attention = step.parts["body"], step.parts["attention"]
+        body = step.parts["body"] if "body" in step.parts else step.parts["experts"]  # an MoE's experts
+        attention = step.parts["attention"]
         _plot_fitting(right, batches, body.compute_time_si, step.fits, style, color=_COLOURS["compute"],
                       label=f"body compute, context {context:,}")
         _plot_fitting(right, batches, body.memory_time_si, step.fits, style, color=_COLOURS["memory"],
@@ -294,7 +298,7 @@ def crossover_figure(model: Model | str, device: Hardware | str, output_lens=(64
 
 
 def frontier_figure(model: Model | str, configs, prompt_len, output_len, ttft_limit=None, itl_limit=None,
-                    efficiency: str = "typical", ax=None):
+                    efficiency: str = "ideal", ax=None):
     """The latency-throughput frontier of each configuration: ITL against output tokens/s per GPU, one point per
     batch from 1 to the most that fits (memory ends each line).
 

@@ -28,15 +28,15 @@ def explain(model: str, device: str, precision: str, prompt_len: int, output_len
     precision the device lacks, gets a line saying so and no costs.
     """
     try:
-        r = request(model, device, prompt_len, output_len, precision, batch=batch)
+        r = request(model, device, prompt_len, output_len, batch, precision)
     except DoesNotFit:
         budget = memory_budget(model, device, prompt_len + output_len - 1, batch, precision)
         return (f"Does not fit: weights {budget.weights:.1f~P} + KV cache {budget.kv:.1f~P} "
-                f"= {budget.total:.1f~P}, but the {device} has {budget.capacity:.1f~P}."), {}
+                f"= {budget.total:.1f~P}, but an engine gets {budget.usable:.1f~P} of the {device}."), {}
     except ValueError as error:  # a context the model lacks, a precision the device has no rate for
         return f"Not possible: {error}", {}
-    typical = request(model, device, prompt_len, output_len, precision, batch=batch, efficiency="typical")
-    p = prefill(model, device, prompt_len, precision, batch=batch)
+    typical = request(model, device, prompt_len, output_len, batch, precision, efficiency="typical")
+    p = prefill(model, device, prompt_len, batch, precision)
     d = decode_step(model, device, prompt_len, batch=batch, precision=precision)
     text = (f"TTFT {r.ttft:.3g~P} ideal, {typical.ttft:.3g~P} typical ({p.bound}-bound)   "
             f"ITL {r.itl:.3g~P} ideal, {typical.itl:.3g~P} typical ({d.bound}-bound)   "
@@ -72,8 +72,8 @@ def explain_memory(model: str, device: str, context_len: int, batch: int, kv: st
         budget = memory_budget(model, device, context_len, batch, precision)
     except ValueError as error:  # a context the model lacks
         return f"Not possible: {error}"
-    held = (f"weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} = {budget.total:.1f~P} of "
-            f"{budget.capacity:.1f~P}")
+    held = (f"weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} + reserve {budget.reserve:.1f~P} = "
+            f"{budget.total:.1f~P} of the {budget.allocatable:.1f~P} a process can allocate")
     if not budget.fits:
         return f"{held}: DOES NOT FIT (largest batch {budget.max_batch}), so there is no step time to give."
     step = decode_step(model, device, context_len, batch, precision)
@@ -121,7 +121,8 @@ def precision_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L
         print(text)
         if costs:
             budget = memory_budget(model, device.value, context.value + 255, batch.value, precision)
-            print(f"memory: weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} of {budget.capacity:.0f~P}")
+            print(f"memory: weights {budget.weights:.1f~P} + KV {budget.kv:.1f~P} of the {budget.usable:.0f~P} an "
+                  f"engine gets")
             figure = Figure(figsize=(6.4, 3.8))
             ax = figure.subplots()
             plots.roofline_figure(device.value, costs, precision=compute.value, ax=ax)
@@ -185,7 +186,7 @@ def explain_load(model: str, device: str, precision: str, tp: int, prompt_len: i
 
     try:
         best = best_under_sla(model, device, prompt_len, output_len, Q_(ttft_limit_ms, "ms"), Q_(itl_limit_ms, "ms"),
-                              precision, tp)
+                              precision, tp, efficiency="typical")
     except SLAUnmet as error:
         return f"No batch meets the targets: {str(error).split(': ', 1)[1]}"
     except ValueError as error:  # does not fit, no such precision, too long for the model
@@ -230,7 +231,7 @@ def load_explorer(devices: tuple[str, ...] = ("L4", "L40S", "A100-80GB", "H100-S
         ax = figure.subplots()
         from .units import Q_
         plots.frontier_figure(model.value, [(device.value, precision.value, tp.value)], prompt.value, output.value,
-                              Q_(ttft.value, "ms"), Q_(itl.value, "ms"), ax=ax)
+                              Q_(ttft.value, "ms"), Q_(itl.value, "ms"), efficiency="typical", ax=ax)
         _show(figure)
 
     return _explorer([[model, device], [precision, tp], [prompt, output], [ttft, itl]], render)

@@ -85,15 +85,17 @@ def _decode_parts(answers, case, ref, rl):
     parts = decode_parts(rl.model(name), rl.hardware(device), context, batch, precision)
     if not (isinstance(parts, dict) and set(parts) == {"body", "attention", "head"}):
         _fail(f"{call} should return a dict with the keys 'body', 'attention' and 'head', got {parts!r}")
+    expected = {"body": _weight_matmuls(step, "time"), "attention": step.parts["attention"].time,
+                "head": step.parts["head"].time}
     for operation in ("body", "attention", "head"):
-        quantity(parts[operation], step.parts[operation].time, f"{call}[{operation!r}]",
+        quantity(parts[operation], expected[operation], f"{call}[{operation!r}]",
                  mistakes={"forgot K or V in the cache": 2, "per sequence for per batch": batch})
 
 
 # -- Exercise 3: mixture of experts ------------------------------------------------------------------------------
 
 @exercise("moe_decode", A, derive=("serving.expected_experts", "serving.decode_step", "serving.request",
-                                   "serving._body_bytes", "crossover.decode_compute_bound_batch",
+                                   "operations.body_bytes", "crossover.decode_compute_bound_batch",
                                    "fleet.steady_state"), visible=[
     # batch 8: 7.2 experts, where k x B (16), min(E, k x B) (8) and k per token (2) are all off, and the bytes of
     # a dense model of the active size (the experts counted per token, not per batch) fall short. First, so that
@@ -102,8 +104,9 @@ def _decode_parts(answers, case, ref, rl):
     # batch 1: a token reads exactly k = 2 experts, so k/E x B (a fraction, 0.25), routing with replacement
     # (1.875) and reading all eight experts (46 GB, not 25) show
     ("Mixtral-8x7B", "H200", 1, "fp16"),
-    # FP8 on the H100: bytes in the precision asked for (2 bytes a value is off by 2); the compute-bound batch,
-    # about 1,088, against the ridge-point batch (about 296) of a model that reads only its active experts
+    # FP8 on the H100: bytes in the precision asked for (2 bytes a value is off by 2); the experts' compute-bound
+    # batch, ridge x E / k, about 1,182, against the ridge-point batch (about 296) of a model that reads only its
+    # active experts
     ("Mixtral-8x7B", "H100", 64, "fp8"),
 ])
 def _moe_decode(answers, case, ref, rl):
@@ -119,26 +122,33 @@ def _moe_decode(answers, case, ref, rl):
     number(experts_read(m.experts, m.experts_per_token, batch),
            float(ref.serving.expected_experts(m.experts, m.experts_per_token, batch)),
            f"experts_read({m.experts}, {m.experts_per_token}, {batch})", rel=EXACT)
-    body = ref.decode_step(name, device, 0, batch, precision, allow_overflow=True).parts["body"]
-    quantity(moe_body_bytes(rl.model(name), batch, precision), body.bytes,
+    step = ref.decode_step(name, device, 0, batch, precision, allow_overflow=True)
+    quantity(moe_body_bytes(rl.model(name), batch, precision), _weight_matmuls(step, "bytes"),
              f"moe_body_bytes({name}, {batch}, {precision!r})", rel=EXACT,
              mistakes={"bytes per value of another precision": 2})
-    # The smallest batch by the exercise's own count (no embedding rows), exactly: one too many or too few fails.
+    # The experts' smallest compute-bound batch, exactly: one too many or too few fails.
     number(moe_compute_bound_batch(rl.model(name), rl.hardware(device), precision),
            _moe_crossing(ref, name, device, precision), f"moe_compute_bound_batch({name}, {device}, {precision!r})",
            rel=1e-9)
 
 
+def _weight_matmuls(step, what: str):
+    """The time or bytes of a step's weight matmuls together: the body, or an MoE's projections, router and experts."""
+    names = [name for name in ("body", "projections", "router", "experts") if name in step.parts]
+    return sum((getattr(step.parts[name], what) for name in names[1:]), getattr(step.parts[names[0]], what))
+
+
 def _moe_crossing(ref, name, device, precision) -> int:
-    """Smallest batch b with b x 2 x active params / peak >= (shared + layers x experts read x expert) bytes / bandwidth."""
+    """Smallest batch b at which the experts turn compute-bound:
+    b x 2 x k x layers x expert params / peak >= layers x experts read x expert params x bytes / bandwidth."""
     m, d = ref.model(name), ref.hardware(device)
     per_value = ref.bytes_per_element(precision)
     peak, bandwidth = d.peak_flops(precision).m_as("FLOP/s"), d.memory_bandwidth.m_as("B/s")
+    expert = m.layers * m.expert_params_per_layer()
 
     def compute_bound(b: int) -> bool:
         experts = float(ref.serving.expected_experts(m.experts, m.experts_per_token, b))
-        nbytes = (m.shared_non_embedding_params + m.layers * experts * m.expert_params_per_layer()) * per_value
-        return b * 2 * m.active_non_embedding_params / peak >= nbytes / bandwidth
+        return b * 2 * m.experts_per_token * expert / peak >= experts * expert * per_value / bandwidth
 
     high = 1
     while not compute_bound(high):

@@ -102,13 +102,13 @@ def _kv_cache_bytes(answers, case, ref, rl):
 
 @exercise("max_batch", A, derive=True, visible=[
     # (model, device, context, batch, weights, kv, gpu_memory_utilization)
-    # the running example: the "80GB" label or the capacity read in GiB for GB (fewer bytes), rounding up
-    # (264.97 sequences), the weights left out
+    # the running example: the "80GB" label, nvidia-smi's total for the 79.11 GiB a process gets, or the usable
+    # memory read in GiB for GB (fewer bytes), rounding up (262.8 sequences), the weights left out
     ("Llama-3-8B", "H100", 2000, 1, "fp16", "fp16", 1.0),
     # an engine's reserve, applied to the capacity (not to what the weights leave); 8-bit weights and cache
     # (formats not passed on: 16-bit weights do not even fit); batch 8 in longest_context (not per sequence)
     ("Llama-3-70B", "H100", 4096, 8, "fp8", "fp8", 0.9),
-    # 141 GB of weights on an 85.5 GB device: 0 sequences and 0 tokens, not a negative count
+    # 141 GB of weights on an 84.9 GB device: 0 sequences and 0 tokens, not a negative count
     ("Llama-3-70B", "H100", 4096, 8, "fp16", "fp16", 1.0),
 ])
 def _max_batch(answers, case, ref, rl):
@@ -118,22 +118,27 @@ def _max_batch(answers, case, ref, rl):
     # The exercise stores every weight in `weights`; as shipped, 8-bit weights keep the embedding and head in 16 bits.
     every = ref.Precision(weights=weights, kv=kv, compute="fp16", quantize_embeddings=True)
     shipped = ref.Precision(weights=weights, kv=kv, compute="fp16")
-    budgets = [ref.memory_budget(name, device, context_len, batch, p, utilization) for p in (every, shipped)]
+    budgets = [ref.memory_budget(name, device, context_len, batch, p, utilization)
+               for p in (every, shipped)]
     m, d = rl.model(name), rl.hardware(device)
-    capacity, weight_bytes = budgets[0].capacity, budgets[0].weights
+    usable, reported, weight_bytes = budgets[0].allocatable, budgets[0].capacity, budgets[0].weights
     label = ref.Q_(float(ref.hardware(device).memory_label.removesuffix("GB")), "GB")
-    slips = [("GB for GiB", utilization * ref.Q_(capacity.m_as("GiB"), "GB") - weight_bytes,
-              f"the capacity read in GiB and written as GB (it is {capacity.to('GiB'):.2f~P}, or {capacity:.2f~P})"),
+    slips = [("GB for GiB", utilization * ref.Q_(usable.m_as("GiB"), "GB") - weight_bytes,
+              f"the usable memory read in GiB and written as GB (it is {usable.to('GiB'):.2f~P}, or {usable:.2f~P})"),
              ("the label for the capacity", utilization * label - weight_bytes,
-              f"the name the device is sold under, {label:.0f~P}, where it reports {capacity:.2f~P}"),
-             ("the reserve taken from what the weights leave", utilization * (capacity - weight_bytes),
-              "the reserve taken from what the weights leave, not from the capacity")]
+              f"the name the device is sold under, {label:.0f~P}, where a process can allocate {usable:.2f~P}"),
+             ("the reported total for what a process can allocate", utilization * reported - weight_bytes,
+              f"nvidia-smi's total, {reported:.2f~P}, of which a process can allocate only {usable:.2f~P}"),
+             ("the reserve taken from what the weights leave", utilization * (usable - weight_bytes),
+              "the reserve taken from what the weights leave, not from the usable memory")]
     _checked(quantity, kv_room(m, d, weights, utilization), budgets[0].kv_room,
              f"kv_room({name}, {device}, {weights!r}, {utilization})", slips, rel=EXACT, accept=(budgets[1].kv_room,))
-    sizes = [ref.memory_budget(name, device, context_len, 1, p, utilization).max_batch for p in (every, shipped)]
+    sizes = [ref.memory_budget(name, device, context_len, 1, p, utilization).max_batch
+             for p in (every, shipped)]
     number(max_batch(m, d, context_len, weights, kv, utilization), sizes[0],
            f"max_batch({name}, {device}, {context_len}, {weights}/{kv}, {utilization})", rel=WHOLE, accept=sizes[1:])
-    lengths = [ref.memory_budget(name, device, 1, batch, p, utilization).max_context for p in (every, shipped)]
+    lengths = [ref.memory_budget(name, device, 1, batch, p, utilization).max_context
+               for p in (every, shipped)]
     number(longest_context(m, d, batch, weights, kv, utilization), lengths[0],
            f"longest_context({name}, {device}, batch={batch}, {weights}/{kv}, {utilization})", rel=WHOLE,
            accept=lengths[1:])

@@ -110,7 +110,7 @@ def _decode_speedup(answers, case, ref, rl):
 def _prefill_times(ref, name, device, prompt_len, precision, compute="fp16"):
     """(max(FLOPs / peak, one read of the weights / bandwidth); the library's per-operation time), in s."""
     m, d = ref.model(name), ref.hardware(device)
-    p = ref.prefill(name, device, prompt_len, precision, allow_overflow=True)
+    p = ref.prefill(name, device, prompt_len, precision=precision, allow_overflow=True)
     simple = max(p.flops / d.peak_flops(compute), m.weight_bytes(precision) / d.memory_bandwidth)
     return simple.to("s"), p.time.to("s")
 
@@ -180,7 +180,8 @@ def _extra_sequences(answers, case, ref, rl):
     largest_batch, extra_sequences = answers
     name, device, context, utilization = case
     small = ref.Precision(weights="int4", kv="fp8", compute="fp16", group_size=128)
-    fits = {p: ref.memory_budget(name, device, context, 1, p, utilization).max_batch for p in ("fp16", small)}
+    fits = {p: ref.memory_budget(name, device, context, 1, p, utilization).max_batch
+            for p in ("fp16", small)}
     m, d = rl.model(name), rl.hardware(device)
     for (fmt, group, kv), precision in [(("fp16", None, "fp16"), "fp16"), (("int4", 128, "fp8"), small)]:
         number(largest_batch(m, d, context, fmt, group, kv, utilization), fits[precision],
@@ -267,9 +268,9 @@ PHASES = {"prefill": ("the prefill", "prompt"), "decode": ("decoding", "the deco
 @question("int4_speeds_up", A, "decode", PHASES, revisited_in="The cell after Exercise 3")
 def _int4_speeds_up(ref):
     int4 = _weights(ref, "int4", 128)
-    prefill = [ref.prefill("Llama-3-8B", "H100", 2000, p).time for p in ("fp16", int4)]
+    prefill = [ref.prefill("Llama-3-8B", "H100", 2000, precision=p).time for p in ("fp16", int4)]
     step = [ref.decode_step("Llama-3-8B", "H100", 2000, 1, p).time for p in ("fp16", int4)]
-    short = [ref.prefill("Llama-3-8B", "H100", 32, p).time for p in ("fp16", int4)]
+    short = [ref.prefill("Llama-3-8B", "H100", 32, precision=p).time for p in ("fp16", int4)]
     return (f"Weight-only INT4 leaves the prefill of a 2,000-token prompt at {prefill[0].m_as('ms'):.1f} ms against "
             f"{prefill[1].m_as('ms'):.1f} ms (Llama-3-8B, H100, ideal): it was waiting on FP16 math, which INT4 "
             f"weights do not change. A decode step at 2,000 tokens drops from {step[0].m_as('ms'):.2f} to "
@@ -307,8 +308,8 @@ def _long_context_change(ref):
                "INT4 weights": ref.Precision(weights="int4", kv="fp16", compute="fp16"),
                "an FP8 cache": ref.Precision(weights="fp16", kv="fp8", compute="fp16"),
                "FP8 compute": ref.Precision(weights="fp16", kv="fp16", compute="fp8")}
-    itl = {label: ref.request("Llama-3.1-8B", "H100", 32000, 256, p, batch=8).itl for label, p in options.items()}
-    one = {label: ref.request("Llama-3.1-8B", "H100", 32000, 256, options[label]).itl
+    itl = {label: ref.request("Llama-3.1-8B", "H100", 32000, 256, 8, p).itl for label, p in options.items()}
+    one = {label: ref.request("Llama-3.1-8B", "H100", 32000, 256, precision=options[label]).itl
            for label in ("INT4 weights", "an FP8 cache")}
     shown = ", ".join(f"{label} {t.m_as('ms'):.1f} ms" for label, t in itl.items())
     m = ref.model("Llama-3.1-8B")

@@ -136,7 +136,7 @@ def _ttft_and_itl(answers, case, ref, rl):
     peak, bandwidth = d.peak_flops(precision), d.memory_bandwidth
     weights = _every_weight(ref, name, precision)
     kv = prompt_len * ref.Q_(1, "token") * m.kv_bytes_per_token(precision)
-    prefill = ref.prefill(name, device, prompt_len, precision, allow_overflow=True)
+    prefill = ref.prefill(name, device, prompt_len, precision=precision, allow_overflow=True)
     step = ref.decode_step(name, device, prompt_len, precision=precision, allow_overflow=True)
     # Accepted: every weight read once (what the exercise asks), as shipped, or the library's careful count.
     ttfts = [max(prefill.flops / peak, w / bandwidth).to("s") for w in weights] + [prefill.time]
@@ -171,7 +171,7 @@ def _intensities(answers, case, ref, rl):
     _, name, prompt_len, precision, device = case
     m = ref.model(name)
     every_weight, as_shipped = _every_weight(ref, name, precision)
-    prefill = ref.prefill(name, device, prompt_len, precision, allow_overflow=True)
+    prefill = ref.prefill(name, device, prompt_len, precision=precision, allow_overflow=True)
     step = ref.decode_step(name, device, prompt_len, precision=precision, allow_overflow=True)
     expected = (prefill.flops / every_weight).to("FLOP/B")
     label = f"arithmetic_intensities({name}, {prompt_len}, {precision!r})"
@@ -220,8 +220,9 @@ def _speedups(answers, case, ref, rl):
     ("Llama-3-8B", "A100-80GB", 4096, 256, (200, "ms"), (50, "ms"), "fp16", "ideal"),  # the efficiency ignored
     ("Llama-3-8B", "H100", 4096, 256, (0.2, "s"), (0.05, "s"), "fp16", None),  # limits in s: bare magnitudes compared
     ("Llama-3-8B", "H100", 4096, 256, (200, "ms"), (8, "ms"), "fp16", "typical"),  # only the TTFT limit checked
-    # The T4 holds the weights and about 350 tokens of cache: this prompt fits, the prompt and its answer do not.
-    ("Llama-3-8B", "T4", 200, 200, (2, "s"), (200, "ms"), "fp16", None),
+    # Llama-2-7B's 13.5 GB of weights leave about 1,450 tokens of cache in 0.9 of the 15.8 GB a process gets on a
+    # T4: this prompt fits, the prompt and its answer do not.
+    ("Llama-2-7B", "T4", 1000, 1000, (2, "s"), (200, "ms"), "fp16", None),
 ])
 def _sla_verdict(answers, case, ref, rl):
     __tracebackhide__ = True

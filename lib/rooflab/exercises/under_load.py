@@ -155,7 +155,7 @@ def _frontier_curve(answers, case, ref, rl):
     __tracebackhide__ = True
     frontier_curve, bend_batch = answers
     name, device, prompt_len, output_len, precision = case
-    f = ref.frontier(name, device, prompt_len, output_len, precision=precision)
+    f = ref.frontier(name, device, prompt_len, output_len, precision=precision, efficiency="typical")
     where = f"{name}, {device}, {prompt_len}, {output_len}, {precision!r}"
     call = f"frontier_curve({where})"
     itl, throughput = _pair(frontier_curve(rl.model(name), rl.hardware(device), prompt_len, output_len, precision),
@@ -195,7 +195,7 @@ def _frontier_curve(answers, case, ref, rl):
     # The running example at 50 ms: the ITL target binds. Catches ideal for typical efficiency, the first batch
     # over the target for the last one under it, and a target compared in the wrong unit.
     ("Llama-3-8B", "H100", 2000, 300, 50, "fp16"),
-    # Shorter requests on an A100 at 150 ms: memory binds first (355 sequences fit), so a batch beyond memory
+    # Shorter requests on an A100 at 150 ms: memory binds first (307 sequences fit), so a batch beyond memory
     # shows.
     ("Llama-3-8B", "A100-80GB", 1000, 500, 150, "fp16"),
     # Llama-3-70B at FP16 does not fit on one H100: the answer is 0, not an error.
@@ -211,7 +211,7 @@ def _largest_batch(answers, case, ref, rl):
     cap = ref.max_concurrency(name, device, prompt_len, output_len, precision)
     expected = 0
     if cap > 0:
-        f = ref.frontier(name, device, prompt_len, output_len, precision=precision)
+        f = ref.frontier(name, device, prompt_len, output_len, precision=precision, efficiency="typical")
         meets = f.itl <= ref.Q_(limit, "ms")
         expected = int(f.batch[meets][-1]) if np.any(meets) else 0
     call = f"largest_batch({name}, {device}, {prompt_len}, {output_len}, {limit} ms, {precision!r})"
@@ -256,7 +256,8 @@ def _cost_at_sla(answers, case, ref, rl):
     __tracebackhide__ = True
     (cost_at_sla,) = answers
     name, device, prompt_len, output_len, ttft, itl, price, precision = case
-    best = ref.best_under_sla(name, device, prompt_len, output_len, ref.Q_(ttft, "ms"), ref.Q_(itl, "ms"), precision)
+    best = ref.best_under_sla(name, device, prompt_len, output_len, ref.Q_(ttft, "ms"), ref.Q_(itl, "ms"), precision,
+                               efficiency="typical")
     call = f"cost_at_sla({name}, {device}, {prompt_len}, {output_len}, {ttft} ms, {itl} ms, ${price}/h, {precision!r})"
     answer = _calling(cost_at_sla, call, rl, rl.model(name), rl.hardware(device), prompt_len, output_len,
                       rl.Q_(ttft, "ms"), rl.Q_(itl, "ms"), rl.Q_(price, "USD/h"), precision,
@@ -281,7 +282,7 @@ def _joules_per_token(answers, case, ref, rl):
     (joules_per_token,) = answers
     name, device, prompt_len, output_len, batches, precision = case
     batches = np.asarray(batches)
-    s = ref.steady_state(name, device, prompt_len, output_len, batches, precision)
+    s = ref.steady_state(name, device, prompt_len, output_len, batches, precision, efficiency="typical")
     # The library's own bound, a property of the steady state, is switched off too.
     with derive_yourself(rl.fleet.SteadyState.energy_per_token):
         answer = joules_per_token(rl.model(name), rl.hardware(device), prompt_len, output_len, batches, precision)
@@ -346,7 +347,8 @@ def _per_gpu_throughputs(answers, case, ref, rl):
     for tp in (2, 1):
         try:
             expected.append(ref.best_under_sla(name, device, prompt_len, output_len, ref.Q_(ttft, "ms"),
-                                               ref.Q_(itl, "ms"), precision, tp=tp).output_throughput)
+                                               ref.Q_(itl, "ms"), precision, tp=tp,
+                                               efficiency="typical").output_throughput)
         except (ref.DoesNotFit, ref.SLAUnmet):
             expected.append(ref.Q_(0, "token/s"))
     where = f"{name}, {device}, {prompt_len}, {output_len}, {ttft} ms, {itl} ms, {precision!r}"
@@ -376,7 +378,7 @@ def _cheapest_on_l40s(ref):
     for label in CONFIGS:
         precision, tp = label.split(", tp=")
         best = ref.best_under_sla("Llama-3-8B", "L40S", 2000, 300, ref.Q_(500, "ms"), ref.Q_(50, "ms"), precision,
-                                  tp=int(tp))
+                                  tp=int(tp), efficiency="typical")
         costs[label] = (best.cost_per_million(price).m_as("USD/Mtok"), best)
     listed = "; ".join(f"{label}: ${cost:.2f} (batch {best.batch}{' over the pair' if best.tp > 1 else ''})"
                        for label, (cost, best) in costs.items())
