@@ -126,7 +126,7 @@ KINDS: list[Kind] = [
         "ip = get_ipython()\n"
         "ip.input_transformers_post.append(\n"
         "    lambda lines: ['pass\\n'] if any('check.' in line for line in lines) else lines)\n"),
-        BLANK, "get_ipython"),
+        BLANK, "input_transformers_post"),
     Kind("reload_replaced", extra(_FAKE_CHECKER + "import importlib\nimportlib.reload = lambda module: fake\n"),
          BLANK, "import importlib"),
     Kind("import_hook", extra(
@@ -140,7 +140,7 @@ KINDS: list[Kind] = [
         "class Finder(importlib.abc.MetaPathFinder):\n"
         "    def find_spec(self, name, path, target=None):\n"
         "        return None\n"
-        "sys.meta_path.insert(0, Finder())\n"), BLANK, "import sys"),
+        "sys.meta_path.insert(0, Finder())\n"), BLANK, "meta_path"),
     Kind("fake_check_module", extra(
         "import os, rooflab\n"
         "fake = 'def quantity(*a, **k): pass\\ndef number(*a, **k): pass\\ndef choice(*a, **k): pass\\n'\n"
@@ -149,7 +149,7 @@ KINDS: list[Kind] = [
         "        with open(os.path.join(folder, 'check.py'), 'w') as handle:\n"
         "            handle.write(fake)\n"
         "    except OSError as error:\n"
-        "        print('refused:', error)\n"), BLANK, "open"),
+        "        print('refused:', error)\n"), BLANK),
     # The one-line test cells read `check` from the setup cell: rebinding it, patching its exercise() or the
     # registry of cases fools the kernel's own run of the tests, never the grader's.
     Kind("check_rebound", extra(_FAKE_CHECKER + "check = fake\n"), BLANK, "passed in the kernel"),
@@ -169,7 +169,7 @@ KINDS: list[Kind] = [
         "def neuter(info):\n"
         "    import rooflab.check as c\n"
         "    c.quantity = c.number = c.choice = lambda *a, **k: None\n"
-        "get_ipython().events.register('pre_run_cell', neuter)\n"), BLANK, "get_ipython"),
+        "get_ipython().events.register('pre_run_cell', neuter)\n"), BLANK, "import rooflab.check"),
     Kind("reference_copy", answer("ex2_prefill_flops",
         "import rooflab.check\n"
         "def prefill_flops(model, prompt_len):\n"
@@ -248,7 +248,7 @@ KINDS: list[Kind] = [
         "            handle.write(b'wiped')\n"
         "        print('wrote', path)\n"
         "    except OSError as error:\n"
-        "        print('refused', path, error)\n", base="reference"), FULL, "import os"),
+        "        print('refused', path, error)\n", base="reference"), FULL),
     Kind("detached_writer", extra(
         "import subprocess, sys\n"
         "subprocess.Popen([sys.executable, '-c', 'import time, glob\\ntime.sleep(3)\\n"
@@ -291,7 +291,7 @@ KINDS: list[Kind] = [
         "        for _ in range(2000):\n"
         "            handle.write(b'x' * 2**20)\n"
         "except OSError as error:\n"
-        "    print('refused', error)\n", base="reference"), FULL, "open"),
+        "    print('refused', error)\n", base="reference"), FULL),
     Kind("ignores_signals_and_loops", extra(
         "import signal\n"
         "for s in (signal.SIGINT, signal.SIGTERM):\n"
@@ -319,6 +319,17 @@ KINDS: list[Kind] = [
     Kind("noisy_warnings", extra(
         "import sys, warnings\nwarnings.warn('a deprecation I cannot fix')\nprint('noise', file=sys.stderr)\n",
         base="reference"), FULL),
+    # Lines a real class writes in week one: full marks, and nothing for the instructor to read.
+    Kind("matplotlib_inline", extra("%matplotlib inline\n", base="reference"), FULL),
+    Kind("timeit_magic", extra("%timeit sum(range(100))\n", base="reference", after="test_prefill_flops_visible"),
+         FULL),
+    Kind("prints_globals", extra("print(sorted(globals()))\n", base="reference"), FULL),
+    Kind("warning_hook", extra(
+        "def remind(result):\n"
+        "    if result.error_in_exec is not None:\n"
+        "        print('warning: that cell failed; fix it before going on')\n"
+        "get_ipython().events.register('post_run_cell', remind)\n", base="reference"), FULL),
+    Kind("imports_os", extra("import os\nprint(os.getcwd(), os.listdir('.'))\n", base="reference"), FULL),
     Kind("renamed_file", lambda blank, reference: copy.deepcopy(reference), FULL, filename="01_two_phases (2).ipynb"),
 ]
 

@@ -94,5 +94,6 @@ def test_nothing_outside_the_sandbox_changed(graded):
 
 
 def test_honest_students_are_not_flagged(graded):
-    for name in ("correct", "blank", "renamed_file"):
+    for name in ("correct", "blank", "renamed_file", "matplotlib_inline", "timeit_magic", "prints_globals",
+                 "warning_hook", "imports_os", "noisy_warnings"):
         assert graded["rows"][name].flags == [], graded["rows"][name].flags
