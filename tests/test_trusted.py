@@ -35,6 +35,24 @@ def test_decode_builds_our_quantities_and_refuses_the_rest():
             trusted.decode(hostile)
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("millisecond", "ms"), ("byte / second", "B/s"), ("1 / second", "1/s"), ("byte ** 2", "B**2"), ("", "1"),
+    ("dimensionless", "1"), ("dollar / hour / token", "USD/h/token"), ("second ** -2", "1/s**2"),
+    ("gibibyte", "GiB"),
+])
+def test_unit_text_is_read_as_names_and_small_powers(text, expected):
+    assert trusted.read_units(text) == Q_(1, expected).units
+
+
+@pytest.mark.parametrize("text", [
+    "10**10**10", "byte ** 10**10", "byte ** 7", "(byte)", "byte /", "/ byte", "byte * * second", "1 / 1",
+    "__import__('os')", "byte " * 30, "furlongs_of_doom", "byte;second", None, 3,
+])
+def test_any_other_unit_text_is_unreadable_at_once(text):
+    assert isinstance(trusted.read_units(text), trusted.Unreadable)
+    assert isinstance(trusted.decode({"__quantity__": 1.0, "units": text}), trusted.Unreadable)
+
+
 def test_encode_sends_records_and_quantities_as_plain_data():
     sent = trusted.encode((model("Llama-3-8B"), Q_(200, "ms"), np.array([1, 2]), {"a": 1}))
     assert sent["__tuple__"][0]["__record__"] == "Model" and sent["__tuple__"][0]["fields"]["layers"] == 32
