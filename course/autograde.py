@@ -25,7 +25,9 @@ from pathlib import Path
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Float, Integer, Unicode
 
-from . import source_rules, trusted
+from rooflab.exercises import ASSIGNMENTS
+
+from . import library_copy, source_rules, trusted
 from .sandbox import Sandbox, SandboxError, SandboxLimits
 
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n?.*?### END HIDDEN TESTS\n?", re.S)
@@ -66,16 +68,18 @@ def for_the_sandbox(notebook: dict) -> dict:
 
 
 def grade_notebook(notebook: dict, kind: str, limits: SandboxLimits, hide: list[Path] = (),
-                   release: dict | None = None) -> tuple[dict, dict]:
+                   release: dict | None = None, library: Path | None = None) -> tuple[dict, dict]:
     """Run ``notebook`` (after nbgrader restored its tests) and grade it; return (notebook with outputs, record).
 
     ``release`` is the student's starting copy: its cells, where unchanged, are the
-    course's own code, not the student's.  The record holds the flags, the lost
-    cells and the verdict of every test cell.
+    course's own code, not the student's.  ``library`` is the assignment's copy of
+    the library without its answers (:mod:`course.library_copy`), shown to the
+    kernel in place of lib/.  The record holds the flags, the lost cells and the
+    verdict of every test cell.
     """
     provided = {(c.get("id"), _text(c)) for c in (release or {}).get("cells", []) if not _meta(c).get("solution")}
     record: dict = {"isolation": kind, "flags": [], "lost": [], "tests": {}}
-    sandbox = Sandbox(for_the_sandbox(notebook), kind=kind, limits=limits, hide=list(hide))
+    sandbox = Sandbox(for_the_sandbox(notebook), kind=kind, limits=limits, hide=list(hide), library=library)
     try:
         try:
             executed = sandbox.run()
@@ -156,7 +160,10 @@ class SandboxedExecute(NbGraderPreprocessor):
         if self.release_dir:
             path = Path(self.release_dir) / str(info.get("assignment", "")) / f"{info.get('notebook', '')}.ipynb"
             release = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-        graded, record = grade_notebook(json.loads(nbformat.writes(nb)), self.isolation, limits, hide, release)
+        assignment = str(info.get("assignment", ""))
+        library = library_copy.for_assignment(assignment) if assignment in ASSIGNMENTS else None
+        graded, record = grade_notebook(json.loads(nbformat.writes(nb)), self.isolation, limits, hide, release,
+                                        library)
         if self.record_dir:
             target = Path(self.record_dir) / str(info.get("student", "unknown")) / f"{info.get('assignment', 'x')}.json"
             target.parent.mkdir(parents=True, exist_ok=True)

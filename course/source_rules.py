@@ -30,20 +30,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-# The library's answers to the derivation exercises, as attribute or imported names.
-LIBRARY_ANSWERS = frozenset({
-    "prefill", "decode_step", "request", "memory_budget", "roofline", "cost_si", "combine", "weight_bytes",
-    "weight_bytes_si", "kv_bytes_per_token", "kv_bytes_per_token_si", "flops_per_token", "attention_share",
-    "attention_crossover_len", "balanced_output_len", "decode_compute_bound_batch", "prefill_compute_bound_len",
-    "ttft_exceeds_decode_len", "bits_per_weight", "bytes_per_weight", "embedding_bits_per_weight",
-    "embedding_bytes_per_weight", "predict", "ideal_ratio",
-    "_prefill_si", "_decode_si", "_decode_linear_si", "_decode_total_si", "_body_bytes", "_fit",
-    # under load (rooflab.fleet)
-    "steady_state", "frontier", "best_under_sla", "tensor_parallel_step", "cost_per_million_tokens",
-    "energy_per_token", "cost_per_million", "_pass_si", "_steady_si",
-    # the course's versions of earlier exercises (rooflab.earlier)
-    "decode_flops", "prefill_flops", "decode_bytes", "roofline_time", "ttft_and_itl", "decode_step_time",
-})
+from rooflab.exercises import derived_names
+
+# The library's answers to the derivation exercises, as attribute or imported names: from the one list
+# (rooflab.exercises.DERIVED, and rooflab.earlier's course versions).
+LIBRARY_ANSWERS = derived_names()
 # Library answers a test can switch off one by one (check.derive_yourself(rooflab.crossover.x)).
 FUNCTIONS_NAMED = LIBRARY_ANSWERS
 LIBRARY = "library answer"
