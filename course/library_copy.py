@@ -34,8 +34,9 @@ from pathlib import Path
 
 LIBRARY = Path(__file__).resolve().parent.parent / "lib"
 PACKAGE = "rooflab"
-# Modules whose functions only draw (figures, explorers): what they call is not needed by an answer.
-DRAWING = ("plots", "widgets")
+# Modules whose functions serve only the notebooks' figures, explorers and reveals (no answer cell of the course
+# calls them): what they call is not needed by an answer, and they may fail at grading.
+DISPLAY = ("plots", "widgets", "calibration")
 # The checker's reference copy: never in the sandbox.
 CHECKER_REMOVED = ("check.reference",)
 
@@ -137,7 +138,7 @@ def plan(assignment: str, library: Path = LIBRARY, notebook: dict | None = None)
     read from source/): a library function its own answers call (``rl.request``
     in an exercise that asks for a verdict, not a derivation) stays.  A
     candidate is also kept when a function left in the copy (outside the
-    drawing modules and the removed exercise modules) uses its name: removing
+    display modules and the removed exercise modules) uses its name: removing
     it would break a tool the answers use.  Names are matched conservatively
     (any attribute of that name counts), so no kept function is broken.
     """
@@ -153,7 +154,7 @@ def plan(assignment: str, library: Path = LIBRARY, notebook: dict | None = None)
         removed = candidates - set(kept)
         used: dict[str, str] = {}
         for dotted, node in definitions.items():
-            if dotted in removed or dotted.split(".")[0] in DRAWING:
+            if dotted in removed or dotted.split(".")[0] in DISPLAY:
                 continue
             if isinstance(node, ast.ClassDef):
                 continue  # its methods are looked at one by one

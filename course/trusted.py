@@ -268,11 +268,25 @@ def _as_exception(reply: dict) -> Exception:
     return StudentError(f"{name}: {message}")
 
 
-def _deriving() -> bool:
-    """Whether a test is inside ``check.derive_yourself()`` (the library's answers are switched off)."""
-    from rooflab import serving
+def _deriving() -> list[str]:
+    """The library functions switched off here now (a test inside ``check.derive_yourself()``), by dotted name.
 
-    return serving.prefill.__code__.co_name == "_disabled"
+    The kernel switches off the same ones while the student's function runs; the
+    names come from this trusted process, so patching the checker in the kernel
+    (``check.derive_yourself``, ``check.library_answers``) changes nothing.
+    """
+    from rooflab import earlier
+    from rooflab.check import _disabled
+    from rooflab.exercises import derived, resolve
+
+    names = [*derived(), *(f"earlier.{name}" for name in earlier.WRITTEN_IN)]
+    off = []
+    for dotted in names:
+        found = resolve(dotted)
+        found = found.fget if isinstance(found, property) else getattr(found, "__func__", found)
+        if getattr(found, "__code__", None) is _disabled.__code__:
+            off.append(dotted)
+    return off
 
 
 # -- test cells -----------------------------------------------------------------

@@ -12,6 +12,7 @@ Points of 01_two_phases, 40 autograded: the reference scores 40, the blank 0.
 from __future__ import annotations
 
 import copy
+import pickle
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,30 @@ _FAKE_CHECKER = (
     "                             reference=lambda: __import__('rooflab'))\n"
 )
 
+
+
+class _RunsOnLoad:
+    """Unpickling this runs ``code``: what a pickled payload hidden in a cell does."""
+
+    def __init__(self, code: str):
+        self.code = code
+
+    def __reduce__(self):
+        return (exec, (self.code,))
+
+
+# A payload that installs an input transformer answering the grader's probe from the checker's reference copy:
+# the probe's request cell gets prefill_flops defined first, from the reference.
+_PAYLOAD = pickle.dumps(_RunsOnLoad(
+    "import rooflab.check\n"
+    "_ref = rooflab.check.reference()\n"
+    "def _answer(lines):\n"
+    "    if any('_rooflab_probe(' in line for line in lines):\n"
+    "        return ['prefill_flops = lambda model, prompt_len: _ref.prefill(model.name, \"H100\", prompt_len, '\n"
+    "                'allow_overflow=True).flops\\n'] + lines\n"
+    "    return lines\n"
+    "get_ipython().input_transformers_post.append(_answer)\n"))
+
 KINDS: list[Kind] = [
     # --- cheats: tricks that made a blank notebook pass the in-kernel tests -------------------------
     Kind("input_transformer", extra(
@@ -159,7 +184,7 @@ KINDS: list[Kind] = [
         "import dataclasses, rooflab.exercises as ex\n"
         "ex._load()\n"
         "for key, spec in list(ex._EXERCISES.items()):\n"
-        "    ex._EXERCISES[key] = dataclasses.replace(spec, visible=())\n"), BLANK, "passed in the kernel"),
+        "    ex._EXERCISES[key] = dataclasses.replace(spec, visible=())\n"), BLANK, "_EXERCISES"),
     Kind("settrace", extra(
         "import sys\n"
         "def skip_asserts(frame, event, arg):\n"
@@ -211,7 +236,7 @@ KINDS: list[Kind] = [
         "import numpy\n"
         "numpy.all = lambda *args, **kwargs: True\n"
         "def prefill_flops(model, prompt_len):\n"
-        "    return Q_(1.0, 'FLOP')\n"), BLANK, "passed in the kernel"),
+        "    return Q_(1.0, 'FLOP')\n"), BLANK, "numpy.all rebound"),
     Kind("pint_patched", answer("ex2_prefill_flops",
         "import pint\n"
         "pint.Quantity.m_as = lambda self, *args, **kwargs: 1.0\n"
@@ -239,6 +264,46 @@ KINDS: list[Kind] = [
         "copy.model = lambda name: None\n", base="blank"), BLANK),
     Kind("hard_coded_visible", lambda blank, reference: demo._edited("hard_coded")(
         ASSIGNMENT, blank, demo.answers_of(read_notebook(SOURCE / ASSIGNMENT / NOTEBOOK))), 12),
+    # The issue's cheats on main, each scoring more than its honest work there: now what the honest work earns.
+    Kind("pickled_transformer", extra(f"import _pickle\n_pickle.loads({_PAYLOAD!r})\n"), BLANK, "import _pickle"),
+    Kind("reference_by_attrgetter", answer("ex2_prefill_flops",
+        "import operator, pydoc\n"
+        "def prefill_flops(model, prompt_len):\n"
+        "    operator.attrgetter('check.reference')(rl)()\n"
+        "    found = pydoc.locate('_rooflab_reference.serving.prefill')\n"
+        "    return found(model.name, 'H100', prompt_len, allow_overflow=True).flops\n"), BLANK, ".attrgetter"),
+    Kind("reduce_getattr", answer("ex2_prefill_flops",
+        "import functools\n"
+        "def prefill_flops(model, prompt_len):\n"
+        "    found = functools.reduce(getattr, ['serving', 'pre' + 'fill'], rl)\n"
+        "    return found(model, 'H100', prompt_len, allow_overflow=True).flops\n"), BLANK, "getattr handed to"),
+    Kind("dict_of_functions", lambda blank, reference: answer("ex2_prefill_flops",
+        "def prefill_flops(model, prompt_len):\n"
+        "    return tools['prefill'](model, 'H100', prompt_len, allow_overflow=True).flops\n")(
+        extra("tools = {'prefill': rl.prefill, 'decode': rl.decode_step}\n")(blank, reference), reference),
+        BLANK, ".prefill"),
+    Kind("derive_yourself_patched", answer("ex2_prefill_flops",
+        "import contextlib, rooflab.check\n"
+        "rooflab.check.derive_yourself = lambda *functions: contextlib.nullcontext()\n"
+        "def prefill_flops(model, prompt_len):\n"
+        "    return rl.prefill(model, 'H100', prompt_len, allow_overflow=True).flops\n"), BLANK, "derive_yourself"),
+    Kind("timeit_on_text", answer("ex2_prefill_flops",
+        "import timeit\n"
+        "def prefill_flops(model, prompt_len):\n"
+        "    box = {}\n"
+        "    timeit.timeit('box[0] = rl.prefill(model, \"H100\", prompt_len, allow_overflow=True).flops', number=1,\n"
+        "                  globals={**globals(), 'box': box, 'model': model, 'prompt_len': prompt_len})\n"
+        "    return box[0]\n"), BLANK, "code as text"),
+    Kind("units_bomb", answer("ex7_share",
+        "class Units:\n"
+        "    def __format__(self, spec):\n"
+        "        return '10**10**10'\n"
+        "class Bomb:\n"
+        "    __module__ = 'pint.bomb'  # what the probe reads as a quantity\n"
+        "    magnitude = 0.5\n"
+        "    units = Units()\n"
+        "def decode_share(ttft, itl, output_len):\n"
+        "    return Bomb()\n"), BLANK),
     # --- attacks on the grader, other students and the machine; the honest answers still score -------
     Kind("gradebook_write", extra(
         "import glob, os\n"
