@@ -129,11 +129,56 @@ def grade_notebook(notebook: dict, kind: str, limits: SandboxLimits, hide: list[
             record["flags"] += verdict.notes
             record["tests"][grade_id] = {"passed": verdict.passed, "error": verdict.error}
             cell["outputs"] = verdict.outputs()
+        if executed is not None:
+            _charge_once(cells, student, base, sandbox, record)
     finally:
         sandbox.close()
     record["restarts"] = sandbox.restarts
     record["sandbox_start_seconds"] = sandbox.started_seconds
     return dict(notebook, cells=cells), record
+
+
+def _charge_once(cells: list, student: source_rules.Notebook, base: dict, sandbox: Sandbox, record: dict) -> None:
+    """A slip is charged once: a test that fails only because an earlier wrong function it calls is re-run.
+
+    Once every test has run, each failing test whose answers call (directly or
+    through the notebook's other functions) a function that failed its own
+    test, and of which the course has a version (``rooflab.earlier``), runs
+    again with the course's version standing in for the student's in the
+    kernel.  If it passes then, it gets its points, and its feedback names the
+    function to fix and that function's own failure.
+    """
+    from rooflab import earlier
+
+    tests = [(c, _meta(c).get("grade_id"), _text(c)) for c in cells if is_test(c)]
+    own: dict[str, list[str]] = {}  # the student's function -> the tests that check it
+    for _, grade_id, code in tests:
+        for name in trusted.answers_tested(code):
+            own.setdefault(name, []).append(grade_id)
+    failed = {name: next(g for g in ids if not record["tests"][g]["passed"]) for name, ids in own.items()
+              if any(not record["tests"][g]["passed"] for g in ids)}
+    for cell, grade_id, code in tests:
+        if record["tests"][grade_id]["passed"]:
+            continue
+        answers = trusted.answers_tested(code)
+        uses = set().union(*(student.depends_on(a) for a in answers)) if answers else set()
+        slips = sorted(name for name in uses - set(answers) if name in failed and name in earlier.WRITTEN_IN)
+        if not slips:
+            continue
+        verdict = trusted.retest_with_course_versions(code, base, sandbox, {n: n for n in slips})
+        if not verdict.passed:
+            continue
+        because = "; ".join(f"{n} is wrong (its test {failed[n]}: {_first_line(record['tests'][failed[n]]['error'])})"
+                            for n in slips)
+        note = (f"This test fails only because {because}. With the course's {', '.join(slips)} it passes, so it "
+                f"keeps its points: fix {', '.join(slips)} first.")
+        record["tests"][grade_id] = {"passed": True, "error": None, "cascade": slips}
+        record["flags"].append(f"{grade_id} passes with the course's {', '.join(slips)} (a slip charged once)")
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": note + "\n"}]
+
+
+def _first_line(error) -> str:
+    return str(error[1]).splitlines()[0][:300] if error else "it failed"
 
 
 class SandboxedExecute(NbGraderPreprocessor):

@@ -120,7 +120,17 @@ def _rooflab_probe(request):
         raise RuntimeError("rooflab: this library function is switched off while this test runs. The exercise asks "
                            "you to derive the result from the formula yourself, so write the arithmetic instead.")
 
-    saved = []
+    saved, replaced = [], {}
+    course = request.get("course")
+    if isinstance(course, dict):
+        # A cascade re-test: the student's earlier functions replaced by the course's versions for this call.
+        import types
+        module = types.ModuleType("rooflab._course_versions")
+        module.__package__ = "rooflab"
+        exec(compile(course["source"], "<the course's versions>", "exec"), module.__dict__)
+        for name, course_name in course["names"].items():
+            replaced[name] = namespace.get(name)
+            namespace[name] = getattr(module, course_name)
     try:
         for dotted in request.get("derive") or []:
             target = switched_off(str(dotted))
@@ -134,6 +144,8 @@ def _rooflab_probe(request):
     finally:
         for target, code in saved:
             target.__code__ = code
+        for name, value in replaced.items():
+            namespace[name] = value
     return json.dumps({"ok": True, "value": encode(result)})
 '''
 

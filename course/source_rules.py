@@ -307,3 +307,19 @@ class Notebook:
                         return f"{name} relies on {bad[0]}; the exercise asks you to derive it yourself"
                     todo += [n for n in _free_names(node) if n not in seen]
         return None
+
+    def depends_on(self, name: str) -> set[str]:
+        """The notebook's names that ``name`` uses, directly or through others (not ``name`` itself)."""
+        seen, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for cell in self.cells:
+                nodes = list(cell.bindings.get(current, []))
+                if current in cell.functions:
+                    nodes.append(cell.functions[current])
+                for node in nodes:
+                    todo += [n for n in _free_names(node) if n not in seen]
+        return seen - {name}

@@ -239,6 +239,8 @@ class Remote:
     def __call__(self, *args, **kwargs):
         request = {"op": "call", "name": self.name, "args": [encode(a) for a in args],
                    "kwargs": {k: encode(v) for k, v in kwargs.items()}, "derive": _deriving()}
+        if _COURSE_VERSIONS:
+            request["course"] = {"names": dict(_COURSE_VERSIONS), "source": _course_source()}
         reply = self._kernel.request(request)
         if not isinstance(reply, dict):
             raise StudentError(f"{self.name} gave the grader no readable answer")
@@ -248,6 +250,33 @@ class Remote:
             except Malformed as error:
                 raise StudentError(f"{self.name} returned something the grader cannot read ({error})") from None
         raise _as_exception(reply)
+
+
+# While a test is re-run for a cascade (see :func:`retest_with_course_versions`): the student's names to stand in
+# for, each with the name of the course's version in rooflab.earlier.
+_COURSE_VERSIONS: dict[str, str] = {}
+
+
+def _course_source() -> str:
+    """The source of rooflab.earlier, the course's versions of the exercises, sent to the kernel for a re-test."""
+    from rooflab import earlier
+
+    with open(earlier.__file__, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def retest_with_course_versions(code: str, base: dict, kernel, names: dict[str, str]) -> Verdict:
+    """Run a test again with the student's ``names`` (keys) replaced in the kernel by the course's versions.
+
+    Used once every test has run: whether a failing exercise fails only because
+    an earlier function it calls is wrong.
+    """
+    _COURSE_VERSIONS.clear()
+    _COURSE_VERSIONS.update(names)
+    try:
+        return _run(code.replace(HIDDEN_BLOCK[0], "").replace(HIDDEN_BLOCK[1], ""), base, kernel)
+    finally:
+        _COURSE_VERSIONS.clear()
 
 
 def _as_exception(reply: dict) -> Exception:
@@ -361,6 +390,15 @@ def _exercise_derivations(call: ast.Call) -> dict[str, frozenset[str] | None]:
     else:
         banned = frozenset(dotted.rpartition(".")[2] for dotted in spec.derive)
     return {a.id: banned for a in call.args[1:] if isinstance(a, ast.Name)}
+
+
+def answers_tested(code: str) -> list[str]:
+    """The student's names a test cell checks: the answers passed to ``check.exercise(name, answer, ...)``."""
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "exercise":
+            found += [a.id for a in node.args[1:] if isinstance(a, ast.Name)]
+    return found
 
 
 @dataclass
