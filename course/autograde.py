@@ -23,35 +23,17 @@ import re
 from pathlib import Path
 
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Float, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode
 
 from rooflab.exercises import ASSIGNMENTS
 
+from . import cells as cells_
 from . import library_copy, source_rules, trusted
 from .sandbox import Sandbox, SandboxError, SandboxLimits
 
-HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n?.*?### END HIDDEN TESTS\n?", re.S)
+HIDDEN = cells_.HIDDEN
 ASSERTS = trusted.ASSERTS
-
-
-def _text(cell) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
-def _meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
-
-
-def is_test(cell) -> bool:
-    meta = _meta(cell)
-    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
-
-
-def is_student(cell) -> bool:
-    """A cell whose code the student wrote: an answer cell or one of their own."""
-    meta = _meta(cell)
-    return cell.get("cell_type") == "code" and (not meta or bool(meta.get("solution")))
+_text, _meta, is_test, is_student = cells_.text, cells_.meta, cells_.is_test, cells_.is_student
 
 
 def for_the_sandbox(notebook: dict) -> dict:
@@ -62,7 +44,7 @@ def for_the_sandbox(notebook: dict) -> dict:
         if cell.get("cell_type") == "code":
             cell["outputs"], cell["execution_count"] = [], None
             if is_test(cell):
-                cell["source"] = HIDDEN.sub("# (hidden tests: run by the grader)\n", _text(cell))
+                cell["source"] = cells_.without_hidden(_text(cell), "# (hidden tests: run by the grader)\n")
         cells.append(cell)
     return dict(notebook, cells=cells)
 
@@ -108,8 +90,7 @@ def grade_notebook(notebook: dict, kind: str, limits: SandboxLimits, hide: list[
             if _meta(cell).get("solution") and cell.get("cell_type") == "code":
                 for name in source_rules.read_cell(cell.get("id", ""), _text(cell)).defines:
                     answer_cell.setdefault(name, cell.get("id"))
-        setup = [_text(c) for c in cells if _meta(c).get("locked") and not _meta(c).get("grade")
-                 and not _meta(c).get("solution") and c.get("cell_type") == "code"]
+        setup = [_text(c) for c in cells if cells_.is_setup(c)]
         base = trusted.setup_namespace(setup)
         for cell in cells:
             if not is_test(cell):
@@ -123,7 +104,7 @@ def grade_notebook(notebook: dict, kind: str, limits: SandboxLimits, hide: list[
                 derivation = {name: student.derivation_problem(name, answer_cell.get(name), banned)
                               for name, banned in trusted.derived_names(code).items()}
                 verdict = trusted.run_test(code, base, sandbox, derivation)
-            visible = ASSERTS.search(HIDDEN.sub("", code))
+            visible = ASSERTS.search(cells_.without_hidden(code))
             if visible and in_kernel and not verdict.passed and executed is not None:
                 record["flags"].append(f"{grade_id} passed in the kernel but fails here (a faked checker?)")
             record["flags"] += verdict.notes
@@ -133,6 +114,7 @@ def grade_notebook(notebook: dict, kind: str, limits: SandboxLimits, hide: list[
             _charge_once(cells, student, base, sandbox, record)
     finally:
         sandbox.close()
+    record["flags"] = list(dict.fromkeys(record["flags"]))  # a note met by the visible and the hidden test: once
     record["restarts"] = sandbox.restarts
     record["sandbox_start_seconds"] = sandbox.started_seconds
     return dict(notebook, cells=cells), record
@@ -177,6 +159,9 @@ def _charge_once(cells: list, student: source_rules.Notebook, base: dict, sandbo
         cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": note + "\n"}]
 
 
+_LIMITS = SandboxLimits()  # the defaults, defined once (course/sandbox.py)
+
+
 def _first_line(error) -> str:
     return str(error[1]).splitlines()[0][:300] if error else "it failed"
 
@@ -185,14 +170,16 @@ class SandboxedExecute(NbGraderPreprocessor):
     """Execute, in a sandbox, with the tests run by the grader (see the module's docstring)."""
 
     isolation = Unicode("bwrap", help="bwrap, unshare or none").tag(config=True)
-    cell_seconds = Float(10.0, help="Seconds one cell or one request may take").tag(config=True)
-    memory_bytes = Integer(4 * 2**30, help="Address space of each sandboxed process").tag(config=True)
-    processes = Integer(64, help="Processes the sandbox may run").tag(config=True)
-    file_bytes = Integer(64 * 2**20, help="Largest file the sandbox may write").tag(config=True)
-    disk_bytes = Integer(256 * 2**20, help="Bytes the sandbox may write in all, per folder").tag(config=True)
+    cell_seconds = Float(_LIMITS.cell_seconds, help="Seconds one cell or one request may take").tag(config=True)
+    memory_bytes = Integer(_LIMITS.memory_bytes, help="Address space of each sandboxed process").tag(config=True)
+    processes = Integer(_LIMITS.processes, help="Processes the sandbox may run").tag(config=True)
+    file_bytes = Integer(_LIMITS.file_bytes, help="Largest file the sandbox may write").tag(config=True)
+    disk_bytes = Integer(_LIMITS.disk_bytes, help="Bytes the sandbox may write in all, per folder").tag(config=True)
     record_dir = Unicode("", help="Where each submission's grading record (flags, lost cells) goes").tag(config=True)
     hide = Unicode("", help="Folders to cover when the isolation is unshare, separated by ':'").tag(config=True)
     release_dir = Unicode("", help="The release folder: its unchanged cells are the course's code").tag(config=True)
+    show_expected = Bool(False, help="Show the expected value when a hidden case fails (off: hidden cases can be "
+                                     "used again next semester)").tag(config=True)
 
     def preprocess(self, nb, resources):
         import nbformat
@@ -205,6 +192,9 @@ class SandboxedExecute(NbGraderPreprocessor):
         if self.release_dir:
             path = Path(self.release_dir) / str(info.get("assignment", "")) / f"{info.get('notebook', '')}.ipynb"
             release = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        from rooflab import check
+
+        check.SHOW_EXPECTED_ON_HIDDEN = self.show_expected  # the grader's own checker runs the tests
         assignment = str(info.get("assignment", ""))
         library = library_copy.for_assignment(assignment) if assignment in ASSIGNMENTS else None
         graded, record = grade_notebook(json.loads(nbformat.writes(nb)), self.isolation, limits, hide, release,

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
-HIDDEN_BLOCK = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+from .cells import HIDDEN_BEGIN, HIDDEN_END, unmarked
+
+HIDDEN_BLOCK = (HIDDEN_BEGIN, HIDDEN_END)
 # What makes a test cell a test: a check of the course's checker, or an assert.
 ASSERTS = re.compile(r"check\.(exercise|quantity|number|choice)\(|\bassert\b")
 MAX_ITEMS = 100_000
@@ -274,7 +276,7 @@ def retest_with_course_versions(code: str, base: dict, kernel, names: dict[str, 
     _COURSE_VERSIONS.clear()
     _COURSE_VERSIONS.update(names)
     try:
-        return _run(code.replace(HIDDEN_BLOCK[0], "").replace(HIDDEN_BLOCK[1], ""), base, kernel)
+        return _run(unmarked(code), base, kernel)
     finally:
         _COURSE_VERSIONS.clear()
 
@@ -442,7 +444,7 @@ def run_test(code: str, base: dict, kernel, derivation: dict[str, str | None] | 
     what the source rules noticed in it (None when nothing): a flag for the
     instructor, shown under the test, that never changes the verdict.
     """
-    code = code.replace(HIDDEN_BLOCK[0], "").replace(HIDDEN_BLOCK[1], "")
+    code = unmarked(code)
     notes = [f"derivation: {problem}" for problem in (derivation or {}).values() if problem]
     verdict = _run(code, base, kernel)
     verdict.notes += notes

@@ -382,15 +382,44 @@ def exercise(name: str, *answers, cases: list | None = None) -> None:
     spec = exercises.get(name)
     rl = importlib.import_module(__package__)
     ref = reference()
+    hidden = cases is not None
     cases = spec.visible if cases is None else tuple(cases)
     banned = spec.banned()
-    for case in cases:
-        with derive_yourself(*banned) if banned else nullcontext():
-            spec.run(answers, case, ref, rl)
     # Name every function checked (a Remote stand-in in grading carries its name as .name).
     named = [getattr(a, "__name__", None) or getattr(a, "name", None) for a in answers if callable(a)]
     checked = ", ".join(n for n in named if isinstance(n, str)) or name
+    for case in cases:
+        try:
+            with derive_yourself(*banned) if banned else nullcontext():
+                spec.run(answers, case, ref, rl)
+        except AssertionError as error:
+            if not hidden:
+                raise
+            _hidden_case_failed(checked, case, str(error))
     print(f"{checked}: {len(cases)} case{'s' if len(cases) != 1 else ''} right.")
+
+
+# Whether a failed hidden case's message shows the expected value: a course setting (SandboxedExecute.show_expected
+# in nbgrader_config.py), off by default so that hidden cases can be used again next semester.
+SHOW_EXPECTED_ON_HIDDEN = False
+
+
+def _case_text(case) -> str:
+    parts = case if isinstance(case, tuple) else (case,)
+    return "(" + ", ".join(str(p) for p in parts) + ")"
+
+
+def _hidden_case_failed(checked: str, case, message: str) -> None:
+    """Fail naming the hidden case and the checker's named mistake; the expected value only if the course says so."""
+    __tracebackhide__ = True
+    where = f"{checked} fails the hidden case {_case_text(case)}"
+    if SHOW_EXPECTED_ON_HIDDEN:
+        raise WrongAnswer(f"{where}: {message}")
+    tag = message.rfind(MISTAKE_TAG)
+    if tag >= 0:
+        mistake = message[tag + len(MISTAKE_TAG):].split("]")[0]
+        _fail(f"{where}: {mistake}.", mistake)
+    _fail(f"{where} (the checker names no likely mistake; the expected value of a hidden case is not shown).")
 
 
 def _not_yet(what: str, name: str, options) -> str:
