@@ -116,8 +116,9 @@ def cascade(tmp_path_factory):
     write_notebook(demo.fill(release, dict(answers, ex1_kv_per_token=slip)),
                    folder / "submissions" / "one_slip" / assignment / f"{assignment}.ipynb")
     rows = grade(folder / "submissions", folder / "graded", workers=1, quiet=True)
-    feedback = "\n".join(p.read_text() for p in (folder / "graded").rglob("feedback/**/*.html"))
-    return rows[0], feedback
+    # The autograded notebook: what formgrader shows and the feedback page is made from.
+    autograded = "\n".join(p.read_text() for p in (folder / "graded").rglob("autograded/**/*.ipynb"))
+    return rows[0], autograded
 
 
 def test_a_slip_is_charged_once(cascade):
