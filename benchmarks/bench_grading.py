@@ -50,7 +50,7 @@ def timed_grade(folder: Path, out: Path, workers: int, mode: str) -> float:
     return time.perf_counter() - start
 
 
-def per_submission(assignment: str, repeat: int = 3) -> None:
+def one_submission(assignment: str, repeat: int = 3) -> None:
     """The per-submission path alone: one notebook graded trusted (sandbox, copy of the library, tests in the
     grader, cascade re-tests) against one bare execution of the same notebook; no nbgrader, no class."""
     import json
@@ -90,7 +90,7 @@ def main() -> None:
         from rooflab.exercises import ASSIGNMENTS
 
         for assignment in ASSIGNMENTS:
-            per_submission(assignment)
+            one_submission(assignment)
         return
 
     bare, boxed = sandbox_start()

@@ -172,9 +172,9 @@ def _unshare_prefix(hide: list[Path], limits: SandboxLimits, library: Path | Non
     needed = [p.resolve() for p in _python_paths()]
     covered = [p for p in hide if p.exists() and not any(n == p.resolve() or p.resolve() in n.parents
                                                           for n in needed)]
-    mounts = [f"mount -t tmpfs -o size=1m,mode=0755 none {json.dumps(str(p))}" for p in covered]
-    if library is not None:
-        mounts.append(f"mount --bind -o ro {json.dumps(str(library))} {json.dumps(str(LIBRARY))}")
+    # The library's copy first: its folder (under /tmp) is about to be covered.
+    mounts = [f"mount --bind {json.dumps(str(library))} {json.dumps(str(LIBRARY))}"] if library is not None else []
+    mounts += [f"mount -t tmpfs -o size=1m,mode=0755 none {json.dumps(str(p))}" for p in covered]
     mounts += [f"mkdir -p {folder} && mount -t tmpfs -o size={limits.disk_bytes},mode=1777 none {folder}"
                for folder in ("/tmp", "/dev/shm", HOME)]
     script = " && ".join(mounts) + f" && cd {HOME} && exec \"$@\""
