@@ -19,7 +19,6 @@ cells' outputs afterwards; in between, this step
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from nbgrader.preprocessors import NbGraderPreprocessor
