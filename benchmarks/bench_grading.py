@@ -1,6 +1,7 @@
 """Grading speed: the sandbox's start, a bare execution of each notebook, and a class graded three ways.
 
-Prints figures and ratios; asserts nothing.  Budgets (issue "Grading you can trust" and DESIGN.md):
+Prints figures and ratios; asserts nothing.  Budgets (issue "Grading you can trust" and docs/design.md,
+"Performance budgets"):
 - the sandbox's own start under 0.3 s;
 - per submission, the trusted grading at most 1.5x a bare execution of the same notebook;
 - two workers at least 1.7x the throughput of one on 2 cores.

@@ -1,4 +1,4 @@
-"""Library speed against its budgets (DESIGN.md): prints figures and ratios, asserts nothing.
+"""Library speed against its budgets (docs/design.md, "Performance budgets"): prints figures, asserts nothing.
 
 Budgets on a 2-core machine: import <= 0.5 s, one request (quantities in and
 out) <= 25 us, a 10,000-point prompt-length sweep <= 10 ms.  The per-operation

@@ -2,7 +2,7 @@
 
 Llama-3-8B on an H100 SXM at fp16 (989.4 TFLOP/s, 3.35 TB/s, 81,559 MiB as nvidia-smi reports); the running
 workload is 2,000-token prompts with 300-token answers.  A pass is three operations, each
-max(FLOPs / peak, bytes / bandwidth), summed (CURRICULUM.md, "Counting conventions").
+max(FLOPs / peak, bytes / bandwidth), summed (docs/curriculum.md, "Counting conventions").
 """
 
 import csv

@@ -2,7 +2,7 @@
 
 Llama-3-8B on an H100 SXM at fp16: peak 989.4 TFLOP/s, 3.35 TB/s, 81,559 MiB as nvidia-smi reports.
 A pass is three operations run one after the other, each max(FLOPs / peak, bytes / bandwidth), summed
-(CURRICULUM.md, "Counting conventions").
+(docs/curriculum.md, "Counting conventions").
 """
 
 import math
@@ -51,7 +51,7 @@ def test_prefill_2000_tokens(llama, h100):
     assert [round(t * 1e3, 2) for t in (body, attention, head)] == [28.22, 1.06, 0.31]
     p = rl.prefill(llama, h100, prompt_len=n)
     assert p.time.m_as("s") == pytest.approx(body + attention + head)
-    assert p.time.m_as("ms") == pytest.approx(29.6, abs=0.05)  # CURRICULUM: 28.2 + 1.06 + 0.31 = 29.6 ms
+    assert p.time.m_as("ms") == pytest.approx(29.6, abs=0.05)  # docs/curriculum.md: 28.2 + 1.06 + 0.31 = 29.6 ms
     assert p.flops.m_as("FLOP") == pytest.approx(2 * P * n + 2 * L * A * n * n + 2 * D * V)
     assert {k: c.bound for k, c in p.parts.items()} == {"body": "compute", "attention": "compute", "head": "memory"}
     assert p.bound == "compute" and p.dominant == "body"
@@ -67,7 +67,7 @@ def test_decode_step_2000_context(llama, h100):
     d = rl.decode_step(llama, h100, context_len=2000)
     assert {k: c.time.m_as("s") for k, c in d.parts.items()} == pytest.approx(
         {"body": body, "attention": attention, "head": head})
-    assert d.time.m_as("ms") == pytest.approx(4.56, abs=0.005)  # CURRICULUM: 4.17 + 0.08 + 0.31 = 4.56 ms
+    assert d.time.m_as("ms") == pytest.approx(4.56, abs=0.005)  # docs/curriculum.md: 4.17 + 0.08 + 0.31 = 4.56 ms
     assert d.bound == "memory" and d.dominant == "body"
     # memory-bound by about 300x: 15.3 GB / 3.35 TB/s against 16 GFLOP / 989 TFLOP/s
     ratio = d.memory_time.m_as("s") / d.compute_time.m_as("s")
@@ -91,7 +91,7 @@ def test_batch_64_shares_the_weight_read(llama, h100):
     one = rl.decode_step(llama, h100, context_len=2000, batch=1)
     many = rl.decode_step(llama, h100, context_len=2000, batch=64)
     assert many.time.m_as("s") == pytest.approx(body + attention + head)
-    assert many.time.m_as("ms") == pytest.approx(9.49, abs=0.005)  # CURRICULUM: 4.17 + 5.01 + 0.31 = 9.49 ms
+    assert many.time.m_as("ms") == pytest.approx(9.49, abs=0.005)  # docs/curriculum.md: 4.17 + 5.01 + 0.31 = 9.49 ms
     assert many.dominant == "attention"
     gain = 64 * one.time.m_as("s") / many.time.m_as("s")
     assert 30 < gain < 33  # about 32x, not 64x
@@ -105,7 +105,7 @@ def test_large_batch_is_priced_per_operation(llama, h100):
     assert body == 1024 * 2 * P / PEAK  # the weight matmuls are compute-bound at batch 1,024
     d = rl.decode_step(llama, h100, context_len=300, batch=1024)
     assert d.time.m_as("ms") == pytest.approx((body + attention + head) * 1e3)
-    assert d.time.m_as("ms") == pytest.approx(27.6, abs=0.05)  # CURRICULUM: 14.5 + 12.0 + 1.1 = 27.6 ms
+    assert d.time.m_as("ms") == pytest.approx(27.6, abs=0.05)  # docs/curriculum.md: 14.4 + 12.1 + 1.1 = 27.6 ms
     assert d.parts["body"].bound == "compute" and d.parts["attention"].bound == "memory"
     # a single max over the sums would say 16.5 ms
     flops = 1024 * (2 * P + 4 * L * A * 300 + 2 * D * V)
