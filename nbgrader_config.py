@@ -16,6 +16,7 @@ from nbgrader.preprocessors import (
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 
 from course.autograde import SandboxedExecute
+from course.sandbox import SandboxLimits
 from course.kernels import ipc_prefix
 from course.limits import CapOutputBytes
 
@@ -36,7 +37,7 @@ c.KernelManager.ip = ipc_prefix()
 # Our cells are analytic and run in milliseconds: 10 s per cell is generous for a
 # plot, and an infinite loop costs 10 s, then the kernel is interrupted and the
 # rest of the notebook still runs (so the other exercises are still graded).
-c.Execute.timeout = 10
+c.Execute.timeout = int(SandboxLimits.cell_seconds)  # the one definition of the per-cell limit
 c.Execute.interrupt_on_timeout = True
 # Minimal tracebacks show the failing assertion's message (the checker's hint)
 # but not the source lines, so a failing hidden test does not print itself.
@@ -58,7 +59,6 @@ c.CapOutputBytes.max_bytes = 20_000
 # The grade of record: nbgrader's Execute is replaced by SandboxedExecute, which runs the
 # student's kernel in a sandbox and the course's test cells in the grader's own process
 # (course/autograde.py); nbgrader then scores the verdicts it wrote, as usual.
-c.SandboxedExecute.cell_seconds = 10
 # benchmarks/bench_grading.py sets ROOFLAB_IN_KERNEL_GRADING=1 to time the old, untrusted way (nbgrader's own
 # Execute, tests in the student's kernel) beside this one; nothing else should.
 GRADER = Execute if os.environ.get("ROOFLAB_IN_KERNEL_GRADING") == "1" else SandboxedExecute

@@ -51,11 +51,48 @@ def timed_grade(folder: Path, out: Path, workers: int, mode: str) -> float:
     return time.perf_counter() - start
 
 
+def one_submission(assignment: str, repeat: int = 3) -> None:
+    """The per-submission path alone: one notebook graded trusted (sandbox, copy of the library, tests in the
+    grader, cascade re-tests) against one bare execution of the same notebook; no nbgrader, no class."""
+    import json
+
+    from course import autograde, library_copy
+    from course.nbgrader_run import RELEASE
+
+    path = next((SOURCE / assignment).glob("*.ipynb"))
+    notebook = json.loads(path.read_text(encoding="utf-8"))  # the reference answers, hidden tests in place
+    release = json.loads(next((RELEASE / assignment).glob("*.ipynb")).read_text(encoding="utf-8"))
+    start = time.perf_counter()
+    library = library_copy.for_assignment(assignment, cache=Path(tempfile.mkdtemp(prefix="bench-library-")))
+    made = time.perf_counter() - start
+    bare, trusted = [], []
+    for _ in range(repeat):  # interleaved, so that the machine's load falls on both alike
+        start = time.perf_counter()
+        execute(path)
+        bare.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        _, record = autograde.grade_notebook(notebook, sandbox.isolation(), sandbox.SandboxLimits(),
+                                             release=release, library=library)
+        trusted.append(time.perf_counter() - start)
+        assert all(t["passed"] for t in record["tests"].values()), record["tests"]
+    b, t = statistics.median(bare), statistics.median(trusted)
+    print(f"{assignment}: library copy made once in {made:.2f} s; bare execution {b:.1f} s, trusted grading "
+          f"{t:.1f} s (medians of {repeat}): {t / b:.2f}x (budget 1.5x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--students", type=int, default=6, help="copies of the all-right student to grade")
     parser.add_argument("--assignment", default="01_two_phases")
+    parser.add_argument("--per-submission", action="store_true",
+                        help="time only one submission's trusted grading against a bare execution, each assignment")
     args = parser.parse_args()
+    if args.per_submission:
+        from rooflab.exercises import ASSIGNMENTS
+
+        for assignment in ASSIGNMENTS:
+            one_submission(assignment)
+        return
 
     bare, boxed = sandbox_start()
     print(f"sandbox start ({sandbox.isolation()}): {boxed * 1000:.1f} ms against {bare * 1000:.1f} ms bare "

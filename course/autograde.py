@@ -19,37 +19,20 @@ cells' outputs afterwards; in between, this step
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Float, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode
 
-from . import source_rules, trusted
+from rooflab.exercises import ASSIGNMENTS
+
+from . import cells as cells_
+from . import library_copy, source_rules, trusted
 from .sandbox import Sandbox, SandboxError, SandboxLimits
 
-HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n?.*?### END HIDDEN TESTS\n?", re.S)
+HIDDEN = cells_.HIDDEN
 ASSERTS = trusted.ASSERTS
-
-
-def _text(cell) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
-def _meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
-
-
-def is_test(cell) -> bool:
-    meta = _meta(cell)
-    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
-
-
-def is_student(cell) -> bool:
-    """A cell whose code the student wrote: an answer cell or one of their own."""
-    meta = _meta(cell)
-    return cell.get("cell_type") == "code" and (not meta or bool(meta.get("solution")))
+_text, _meta, is_test, is_student = cells_.text, cells_.meta, cells_.is_test, cells_.is_student
 
 
 def for_the_sandbox(notebook: dict) -> dict:
@@ -60,22 +43,24 @@ def for_the_sandbox(notebook: dict) -> dict:
         if cell.get("cell_type") == "code":
             cell["outputs"], cell["execution_count"] = [], None
             if is_test(cell):
-                cell["source"] = HIDDEN.sub("# (hidden tests: run by the grader)\n", _text(cell))
+                cell["source"] = cells_.without_hidden(_text(cell), "# (hidden tests: run by the grader)\n")
         cells.append(cell)
     return dict(notebook, cells=cells)
 
 
 def grade_notebook(notebook: dict, kind: str, limits: SandboxLimits, hide: list[Path] = (),
-                   release: dict | None = None) -> tuple[dict, dict]:
+                   release: dict | None = None, library: Path | None = None) -> tuple[dict, dict]:
     """Run ``notebook`` (after nbgrader restored its tests) and grade it; return (notebook with outputs, record).
 
     ``release`` is the student's starting copy: its cells, where unchanged, are the
-    course's own code, not the student's.  The record holds the flags, the lost
-    cells and the verdict of every test cell.
+    course's own code, not the student's.  ``library`` is the assignment's copy of
+    the library without its answers (:mod:`course.library_copy`), shown to the
+    kernel in place of lib/.  The record holds the flags, the lost cells and the
+    verdict of every test cell.
     """
     provided = {(c.get("id"), _text(c)) for c in (release or {}).get("cells", []) if not _meta(c).get("solution")}
     record: dict = {"isolation": kind, "flags": [], "lost": [], "tests": {}}
-    sandbox = Sandbox(for_the_sandbox(notebook), kind=kind, limits=limits, hide=list(hide))
+    sandbox = Sandbox(for_the_sandbox(notebook), kind=kind, limits=limits, hide=list(hide), library=library)
     try:
         try:
             executed = sandbox.run()
@@ -104,8 +89,7 @@ def grade_notebook(notebook: dict, kind: str, limits: SandboxLimits, hide: list[
             if _meta(cell).get("solution") and cell.get("cell_type") == "code":
                 for name in source_rules.read_cell(cell.get("id", ""), _text(cell)).defines:
                     answer_cell.setdefault(name, cell.get("id"))
-        setup = [_text(c) for c in cells if _meta(c).get("locked") and not _meta(c).get("grade")
-                 and not _meta(c).get("solution") and c.get("cell_type") == "code"]
+        setup = [_text(c) for c in cells if cells_.is_setup(c)]
         base = trusted.setup_namespace(setup)
         for cell in cells:
             if not is_test(cell):
@@ -119,31 +103,82 @@ def grade_notebook(notebook: dict, kind: str, limits: SandboxLimits, hide: list[
                 derivation = {name: student.derivation_problem(name, answer_cell.get(name), banned)
                               for name, banned in trusted.derived_names(code).items()}
                 verdict = trusted.run_test(code, base, sandbox, derivation)
-            visible = ASSERTS.search(HIDDEN.sub("", code))
+            visible = ASSERTS.search(cells_.without_hidden(code))
             if visible and in_kernel and not verdict.passed and executed is not None:
                 record["flags"].append(f"{grade_id} passed in the kernel but fails here (a faked checker?)")
             record["flags"] += verdict.notes
             record["tests"][grade_id] = {"passed": verdict.passed, "error": verdict.error}
             cell["outputs"] = verdict.outputs()
+        if executed is not None:
+            _charge_once(cells, student, base, sandbox, record)
     finally:
         sandbox.close()
+    record["flags"] = list(dict.fromkeys(record["flags"]))  # a note met by the visible and the hidden test: once
     record["restarts"] = sandbox.restarts
     record["sandbox_start_seconds"] = sandbox.started_seconds
     return dict(notebook, cells=cells), record
+
+
+def _charge_once(cells: list, student: source_rules.Notebook, base: dict, sandbox: Sandbox, record: dict) -> None:
+    """A slip is charged once: a test that fails only because an earlier wrong function it calls is re-run.
+
+    Once every test has run, each failing test whose answers call (directly or
+    through the notebook's other functions) a function that failed its own
+    test, and of which the course has a version (``rooflab.earlier``), runs
+    again with the course's version standing in for the student's in the
+    kernel.  If it passes then, it gets its points, and its feedback names the
+    function to fix and that function's own failure.
+    """
+    from rooflab import earlier
+
+    tests = [(c, _meta(c).get("grade_id"), _text(c)) for c in cells if is_test(c)]
+    own: dict[str, list[str]] = {}  # the student's function -> the tests that check it
+    for _, grade_id, code in tests:
+        for name in trusted.answers_tested(code):
+            own.setdefault(name, []).append(grade_id)
+    failed = {name: next(g for g in ids if not record["tests"][g]["passed"]) for name, ids in own.items()
+              if any(not record["tests"][g]["passed"] for g in ids)}
+    for cell, grade_id, code in tests:
+        if record["tests"][grade_id]["passed"]:
+            continue
+        answers = trusted.answers_tested(code)
+        uses = set().union(*(student.depends_on(a) for a in answers)) if answers else set()
+        slips = sorted(name for name in uses - set(answers) if name in failed and name in earlier.WRITTEN_IN)
+        if not slips:
+            continue
+        verdict = trusted.retest_with_course_versions(code, base, sandbox, {n: n for n in slips})
+        if not verdict.passed:
+            continue
+        because = "; ".join(f"{n} is wrong (its test {failed[n]}: {_first_line(record['tests'][failed[n]]['error'])})"
+                            for n in slips)
+        note = (f"This test fails only because {because}. With the course's {', '.join(slips)} it passes, so it "
+                f"keeps its points: fix {', '.join(slips)} first.")
+        record["tests"][grade_id] = {"passed": True, "error": None, "cascade": slips}
+        record["flags"].append(f"{grade_id} passes with the course's {', '.join(slips)} (a slip charged once)")
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": note + "\n"}]
+
+
+_LIMITS = SandboxLimits()  # the defaults, defined once (course/sandbox.py)
+
+
+def _first_line(error) -> str:
+    return str(error[1]).splitlines()[0][:300] if error else "it failed"
 
 
 class SandboxedExecute(NbGraderPreprocessor):
     """Execute, in a sandbox, with the tests run by the grader (see the module's docstring)."""
 
     isolation = Unicode("bwrap", help="bwrap, unshare or none").tag(config=True)
-    cell_seconds = Float(10.0, help="Seconds one cell or one request may take").tag(config=True)
-    memory_bytes = Integer(4 * 2**30, help="Address space of each sandboxed process").tag(config=True)
-    processes = Integer(64, help="Processes the sandbox may run").tag(config=True)
-    file_bytes = Integer(64 * 2**20, help="Largest file the sandbox may write").tag(config=True)
-    disk_bytes = Integer(256 * 2**20, help="Bytes the sandbox may write in all, per folder").tag(config=True)
+    cell_seconds = Float(_LIMITS.cell_seconds, help="Seconds one cell or one request may take").tag(config=True)
+    memory_bytes = Integer(_LIMITS.memory_bytes, help="Address space of each sandboxed process").tag(config=True)
+    processes = Integer(_LIMITS.processes, help="Processes the sandbox may run").tag(config=True)
+    file_bytes = Integer(_LIMITS.file_bytes, help="Largest file the sandbox may write").tag(config=True)
+    disk_bytes = Integer(_LIMITS.disk_bytes, help="Bytes the sandbox may write in all, per folder").tag(config=True)
     record_dir = Unicode("", help="Where each submission's grading record (flags, lost cells) goes").tag(config=True)
     hide = Unicode("", help="Folders to cover when the isolation is unshare, separated by ':'").tag(config=True)
     release_dir = Unicode("", help="The release folder: its unchanged cells are the course's code").tag(config=True)
+    show_expected = Bool(False, help="Show the expected value when a hidden case fails (off: hidden cases can be "
+                                     "used again next semester)").tag(config=True)
 
     def preprocess(self, nb, resources):
         import nbformat
@@ -156,7 +191,13 @@ class SandboxedExecute(NbGraderPreprocessor):
         if self.release_dir:
             path = Path(self.release_dir) / str(info.get("assignment", "")) / f"{info.get('notebook', '')}.ipynb"
             release = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-        graded, record = grade_notebook(json.loads(nbformat.writes(nb)), self.isolation, limits, hide, release)
+        from rooflab import check
+
+        check.SHOW_EXPECTED_ON_HIDDEN = self.show_expected  # the grader's own checker runs the tests
+        assignment = str(info.get("assignment", ""))
+        library = library_copy.for_assignment(assignment) if assignment in ASSIGNMENTS else None
+        graded, record = grade_notebook(json.loads(nbformat.writes(nb)), self.isolation, limits, hide, release,
+                                        library)
         if self.record_dir:
             target = Path(self.record_dir) / str(info.get("student", "unknown")) / f"{info.get('assignment', 'x')}.json"
             target.parent.mkdir(parents=True, exist_ok=True)

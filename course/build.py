@@ -27,13 +27,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cells import HIDDEN, MARKERS
 from .trusted import ASSERTS
 from .kernels import kernel_config, settled, unsettled
 from .nbgrader_run import (RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrader, notebooks, read_notebook,
                            write_notebook)
-
-HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
-MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 
 
 class BuildError(RuntimeError):

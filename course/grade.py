@@ -27,7 +27,6 @@ import tempfile
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import feedback, graded, preflight, report, sandbox
@@ -36,16 +35,8 @@ from .nbgrader_run import RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrade
 GIB = 2**30
 
 
-@dataclass
-class Limits:
-    """What grading one student may cost."""
-
-    wall_seconds: float = 300.0  # the whole autograde process of one student
-    memory_bytes: int = 4 * GIB  # address space of each process, the grader's and the sandbox's
-    processes: int = 64  # processes the sandbox may run
-    file_bytes: int = 64 * 2**20  # largest file a submission may write
-    disk_bytes: int = 256 * 2**20  # bytes a submission may write in all (per sandbox folder)
-    cell_seconds: float = 10.0  # one cell, or one request of the grader
+# What grading one student may cost: defined once, with the sandbox (course/sandbox.py).
+Limits = sandbox.SandboxLimits
 
 
 def collect(submissions: Path, scratch: Path) -> Path:

@@ -46,8 +46,10 @@ class SandboxError(RuntimeError):
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """What one submission's kernel may use."""
+    """What grading one submission may use: the one definition (course.grade.Limits, SandboxedExecute's settings
+    and nbgrader_config.py's cell timeout take their defaults from here)."""
 
+    wall_seconds: float = 300.0  # the whole autograde process of one student
     cell_seconds: float = 10.0  # one cell, or one request of the grader
     memory_bytes: int = 4 * 2**30  # address space of each process
     processes: int = 64  # processes and threads of the sandbox's own user
@@ -125,7 +127,7 @@ def _environment(home: str) -> dict[str, str]:
 HOME = "/sandbox"
 
 
-def _bwrap_prefix(limits: SandboxLimits) -> list[str]:
+def _bwrap_prefix(limits: SandboxLimits, library: Path | None = None) -> list[str]:
     command = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc",
                "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
     if os.geteuid() != 0:
@@ -149,7 +151,9 @@ def _bwrap_prefix(limits: SandboxLimits) -> list[str]:
         if path.is_symlink():
             command += ["--symlink", os.readlink(path), str(path)]
         else:
-            command += parents(path) + ["--ro-bind", str(path), str(path)]
+            # The assignment's copy of the library takes the library's place (course/library_copy.py).
+            source = library if library is not None and path == LIBRARY else path
+            command += parents(path) + ["--ro-bind", str(source), str(path)]
     command += ["--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", HOME,
                 "--perms", "0755", "--dir", "/grader",
                 "--ro-bind", str(RUNNER), "/grader/kernel_runner.py",
@@ -160,7 +164,7 @@ def _bwrap_prefix(limits: SandboxLimits) -> list[str]:
     return command
 
 
-def _unshare_prefix(hide: list[Path], limits: SandboxLimits) -> list[str]:
+def _unshare_prefix(hide: list[Path], limits: SandboxLimits, library: Path | None = None) -> list[str]:
     """Namespaces with util-linux alone; the course's folders are covered by empty tmpfs mounts.
 
     A folder that holds the Python environment or the library cannot be hidden (the kernel needs them).
@@ -168,7 +172,9 @@ def _unshare_prefix(hide: list[Path], limits: SandboxLimits) -> list[str]:
     needed = [p.resolve() for p in _python_paths()]
     covered = [p for p in hide if p.exists() and not any(n == p.resolve() or p.resolve() in n.parents
                                                           for n in needed)]
-    mounts = [f"mount -t tmpfs -o size=1m,mode=0755 none {json.dumps(str(p))}" for p in covered]
+    # The library's copy first: its folder (under /tmp) is about to be covered.
+    mounts = [f"mount --bind {json.dumps(str(library))} {json.dumps(str(LIBRARY))}"] if library is not None else []
+    mounts += [f"mount -t tmpfs -o size=1m,mode=0755 none {json.dumps(str(p))}" for p in covered]
     mounts += [f"mkdir -p {folder} && mount -t tmpfs -o size={limits.disk_bytes},mode=1777 none {folder}"
                for folder in ("/tmp", "/dev/shm", HOME)]
     script = " && ".join(mounts) + f" && cd {HOME} && exec \"$@\""
@@ -190,8 +196,11 @@ def count_user_processes(uid: int) -> int:
     return count
 
 
-def command(kind: str, limits: SandboxLimits, hide: list[Path] = ()) -> list[str]:
-    """The full command line that starts the runner under ``kind`` of isolation."""
+def command(kind: str, limits: SandboxLimits, hide: list[Path] = (), library: Path | None = None) -> list[str]:
+    """The full command line that starts the runner under ``kind`` of isolation.
+
+    ``library``: a folder to show in place of ``lib/`` (the assignment's copy); None shows the library itself.
+    """
     nproc = limits.processes
     drop: list[str] = []
     if os.geteuid() == 0 and kind != NO_SANDBOX:
@@ -205,9 +214,9 @@ def command(kind: str, limits: SandboxLimits, hide: list[Path] = ()) -> list[str
     limit = ["prlimit", f"--as={limits.memory_bytes}", f"--nproc={nproc}", f"--fsize={limits.file_bytes}",
              "--core=0", "--"]
     if kind == "bwrap":
-        return _bwrap_prefix(limits) + limit + drop + [sys.executable, "/grader/kernel_runner.py"]
+        return _bwrap_prefix(limits, library) + limit + drop + [sys.executable, "/grader/kernel_runner.py"]
     if kind == "unshare":
-        return _unshare_prefix(list(hide), limits) + limit + drop + [sys.executable, str(RUNNER)]
+        return _unshare_prefix(list(hide), limits, library) + limit + drop + [sys.executable, str(RUNNER)]
     return limit + [sys.executable, str(RUNNER)]
 
 
@@ -233,6 +242,7 @@ class Sandbox:
     kind: str = "bwrap"
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     hide: list[Path] = field(default_factory=list)
+    library: Path | None = None  # the assignment's copy of the library, shown in place of lib/
     lost: list[Lost] = field(default_factory=list)
     restarts: int = 0
     _process: subprocess.Popen | None = None
@@ -251,14 +261,20 @@ class Sandbox:
             self._scratch = tempfile.TemporaryDirectory(prefix="rooflab-grade-")
             home = folder = self._scratch.name
         self._process = subprocess.Popen(
-            command(self.kind, self.limits, self.hide), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True, env=_environment(home) | {"PATH": os.environ["PATH"]},
+            command(self.kind, self.limits, self.hide, self.library), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, start_new_session=True, env=self._env(home),
             cwd=folder, close_fds=True)
         self.started_seconds.append(time.perf_counter() - started)
         self._lines = queue.Queue()
         threading.Thread(target=self._read, args=(self._process.stdout, self._lines), daemon=True).start()
         skip = sorted(l.index for l in self.lost)
         self._send({"notebook": self.notebook, "skip": skip, "timeout": self.limits.cell_seconds})
+
+    def _env(self, home: str) -> dict[str, str]:
+        env = _environment(home) | {"PATH": os.environ["PATH"]}
+        if self.kind == NO_SANDBOX and self.library is not None:
+            env["PYTHONPATH"] = str(self.library)  # ahead of the editable install's finder
+        return env
 
     @staticmethod
     def _read(stream, lines: queue.Queue) -> None:

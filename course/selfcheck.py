@@ -14,6 +14,7 @@ import re
 import sys
 from pathlib import Path
 
+from . import cells
 from .trusted import ASSERTS
 from .kernels import kernel_config, settled, unsettled
 from .nbgrader_run import SOURCE, environment, read_notebook
@@ -22,8 +23,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _tests(notebook) -> list:
-    return [c for c in notebook.cells if c.cell_type == "code"
-            and c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")]
+    return [c for c in notebook.cells if cells.is_test(c)]
 
 
 class UnknownNotebook(LookupError):
@@ -49,13 +49,12 @@ def source_of(notebook) -> Path:
 def _with_hidden(notebook, path: Path) -> int:
     """Swap in the source's test cells; return how many were swapped."""
     full = {c["metadata"]["nbgrader"]["grade_id"]: c for c in read_notebook(source_of(notebook))["cells"]
-            if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
+            if cells.meta(c).get("grade")}
     swapped = 0
     for cell in _tests(notebook):
         source = full.get(cell.metadata["nbgrader"]["grade_id"])
         if source is not None:
-            text = source["source"] if isinstance(source["source"], str) else "".join(source["source"])
-            cell.source = text.replace("### BEGIN HIDDEN TESTS\n", "").replace("### END HIDDEN TESTS\n", "")
+            cell.source = cells.unmarked(cells.text(source))
             swapped += 1
     return swapped
 

@@ -1,22 +1,28 @@
-"""What a submission's code reaches for, read from its syntax tree, never by running it.
+"""What a submission's code reaches for, read from its syntax tree, never by running it: flags, never scores.
 
-Two uses in grading (:mod:`course.trusted`):
+What the tree shows becomes a flag for the instructor (grades.csv's flags
+column, a line in the feedback under the test, a note in formgrader); no flag
+changes a score by itself.  Scores come from running the code: in the grading
+sandbox the library answers an assignment asks for are absent (see
+:mod:`course.library_copy`), so the only way to a right answer is to compute it.
 
-- **Derivation exercises** ("derive it yourself"): the function the test calls
-  must be defined in its answer cell only, and neither it nor any function of
-  the notebook that it calls may use the library's answers (``prefill``,
-  ``decode_step``, ``request``, ``memory_budget``, ... under any alias or module
-  path, or the checker's reference copy) or a tool that rewrites code or names
-  at run time.  A notebook that rewrites names at run time anywhere (``exec``,
-  ``get_ipython``, ``globals()``, ``sys.modules``, ...) cannot have any of its
-  derivations trusted.  Each failure is scored 0 with the reason named.
-- **Flags** for the instructor: every such use anywhere in the student's cells,
-  listed in grades.csv, never penalised outside a derivation exercise.
+Four kinds of flag:
 
-The rules are names, so they are conservative: an attribute called ``prefill``
-on any object counts (a bare name does not: the student's own ``weight_bytes``
-is theirs; importing the library's under any alias does).  IPython syntax (``!cmd``, ``%magic``) is translated to
-the Python it runs before parsing.
+- **library answer in a derivation**: a function a test asks the student to
+  derive (or anything of the notebook it calls) uses a library answer that the
+  exercise switches off (``prefill``, ``decode_step``, ... under any alias);
+- **touches the checker or the grader**: the checker's module or its reference
+  copy, ``derive_yourself``, the grader's probe in the kernel, IPython's input
+  transformers (which rewrite the grader's requests);
+- **rewrites code**: ``exec``/``eval``/``compile``, code objects, frames and
+  tracing, import machinery, unpickling, ``timeit`` or ``getattr`` on computed
+  text, patching an attribute of the library, numpy, pint or Python itself;
+- **reaches outside**: processes and sockets.
+
+Ordinary lines raise none: magics (IPython turns ``%matplotlib inline`` into
+``get_ipython().run_line_magic(...)``), ``get_ipython()``, ``globals()``,
+``import os``, ``open``, ``print``, a warning hook.  The rules are names, so they
+are conservative in what they flag and cost nothing when they are wrong.
 """
 
 from __future__ import annotations
@@ -24,52 +30,42 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-# The library's answers to the derivation exercises, as attribute or imported names.
-LIBRARY_ANSWERS = frozenset({
-    "prefill", "decode_step", "request", "memory_budget", "roofline", "cost_si", "combine", "weight_bytes",
-    "weight_bytes_si", "kv_bytes_per_token", "kv_bytes_per_token_si", "flops_per_token", "attention_share",
-    "attention_crossover_len", "balanced_output_len", "decode_compute_bound_batch", "prefill_compute_bound_len",
-    "ttft_exceeds_decode_len", "bits_per_weight", "bytes_per_weight", "embedding_bits_per_weight",
-    "embedding_bytes_per_weight", "predict", "ideal_ratio",
-    "reference", "forward_pass", "prefill_pass", "decode_pass", "decode_terms", "decode_total", "body_bytes",
-    "footprint",
-    "library_answers", "_rooflab_reference",
-    # under load (rooflab.fleet)
-    "steady_state", "frontier", "best_under_sla", "tensor_parallel_step", "cost_per_million_tokens",
-    "energy_per_token", "cost_per_million", "_pass_si", "_steady_si",
-    # the course's versions of earlier exercises (rooflab.earlier)
-    "decode_flops", "prefill_flops", "decode_bytes", "roofline_time", "ttft_and_itl", "decode_step_time",
+from rooflab.exercises import derived_names
+
+# The library's answers to the derivation exercises, as attribute or imported names: from the one list
+# (rooflab.exercises.DERIVED, and rooflab.earlier's course versions).
+LIBRARY_ANSWERS = derived_names()
+# Library answers a test can switch off one by one (check.derive_yourself(rooflab.crossover.x)).
+FUNCTIONS_NAMED = LIBRARY_ANSWERS
+LIBRARY = "library answer"
+CHECKER = "touches the checker or the grader"
+REWRITES_KIND = "rewrites code"
+OUTSIDE = "reaches outside"
+# The checker, its reference copy and the grader's probe in the kernel.
+CHECKER_NAMES = frozenset({
+    "derive_yourself", "library_answers", "reference", "_rooflab_reference", "_rooflab_probe", "_rooflab_answer",
+    "_EXERCISES", "_QUESTIONS", "_disabled", "input_transformers_post", "input_transformers_cleanup",
+    "ast_transformers",
 })
-# Library answers a test can switch off one by one (check.derive_yourself(rooflab.crossover.x)); the rest
-# (the reference copy, whole modules, private helpers) are never allowed in a derivation.
-FUNCTIONS_NAMED = LIBRARY_ANSWERS - {"reference", "library_answers", "_rooflab_reference"}
-# Modules that reach outside the notebook (the process, the files, the network, the interpreter).
-OUTSIDE_MODULES = frozenset({
-    "importlib", "inspect", "ctypes", "subprocess", "socket", "sqlite3", "sys", "builtins", "gc", "marshal",
-    "pickle", "types", "os", "signal", "multiprocessing", "threading", "shutil", "pty", "code", "codeop",
-    "runpy", "ast", "dis", "tracemalloc", "faulthandler", "resource", "fcntl", "mmap", "asyncio", "http",
-    "urllib", "requests", "zipimport", "pkgutil", "IPython", "ipykernel", "nbformat", "nbclient", "nbgrader",
-    "jupyter_client", "course", "dill", "cloudpickle", "copyreg", "weakref", "atexit", "sysconfig", "site",
-})
-# Built-ins and attributes that read or rewrite code and names at run time.
-REWRITING_CALLS = frozenset({
-    "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "setattr", "delattr", "get_ipython",
-})
-OUTSIDE_CALLS = frozenset({"open", "breakpoint", "input", "exit", "quit"})
-# Importing these is enough to rewrite names at run time.
-REWRITING_MODULES = frozenset({"importlib", "builtins", "inspect", "ctypes", "IPython", "ipykernel", "runpy",
-                               "code", "codeop", "marshal", "zipimport", "pkgutil"})
+CHECKER_MODULES = ("rooflab.check", "rooflab.exercises")
+# Built-ins that run text as code.
+REWRITING_CALLS = frozenset({"exec", "eval", "compile", "__import__"})
+# Modules whose import is enough to rewrite code or names at run time.
+REWRITING_MODULES = frozenset({"importlib", "builtins", "ctypes", "marshal", "pickle", "_pickle", "dill",
+                               "cloudpickle", "copyreg", "runpy", "code", "codeop", "zipimport", "pkgutil", "pydoc",
+                               "gc", "dis"})
 REWRITING_ATTRIBUTES = frozenset({
-    "__dict__", "__code__", "__globals__", "__builtins__", "__closure__", "__func__", "__wrapped__",
-    "__subclasses__", "__bases__", "__mro__", "__class__", "__getattribute__", "__setattr__", "__import__",
-    "__loader__", "__spec__", "__self__", "f_globals", "f_locals", "f_back", "gi_frame", "tb_frame",
-    "modules", "meta_path", "path_hooks", "settrace", "setprofile", "_getframe", "user_ns", "input_transformers_post",
-    "input_transformers_cleanup", "ast_transformers", "events", "register_magic_function",
+    "__code__", "__globals__", "__builtins__", "__closure__", "__subclasses__", "__import__", "__loader__",
+    "f_globals", "f_locals", "f_back", "gi_frame", "tb_frame", "settrace", "setprofile", "_getframe",
+    "meta_path", "path_hooks", "modules", "attrgetter", "methodcaller", "locate", "loads",
 })
-
-
-# How a derivation problem caused by run-time rewriting begins (grading tags it apart from a library call).
-REWRITES = "the notebook rewrites code or names at run time"
+OUTSIDE_MODULES = frozenset({"subprocess", "socket", "multiprocessing", "pty", "http", "urllib", "requests",
+                             "sqlite3", "shutil"})
+# Modules whose attributes a patch would change for the grader's probe or the checker: rebinding one is flagged.
+WATCHED_MODULES = frozenset({"rooflab", "numpy", "pint", "builtins", "importlib", "sys", "math", "json",
+                             "dataclasses", "IPython", "ipykernel"})
+# Names the setup cells give these modules.
+WATCHED_NAMES = frozenset({"rl", "np", "check", "ureg", "Q_"})
 
 
 @dataclass(frozen=True)
@@ -77,8 +73,8 @@ class Use:
     """One thing a cell reaches for."""
 
     cell: str  # the cell's id
-    what: str  # "exec", "import os", ".prefill", ...
-    kind: str  # "library answer", "reaches outside" or "rewrites code"
+    what: str  # "exec", "import subprocess", ".prefill", ...
+    kind: str  # LIBRARY, CHECKER, REWRITES_KIND or OUTSIDE
     name: str = ""  # for a library answer: the library function's name
 
     def __str__(self) -> str:
@@ -107,44 +103,104 @@ def to_python(source: str) -> str:
         return source
 
 
+def _root(node: ast.AST) -> str | None:
+    """The name an attribute chain starts from (``rooflab`` in ``rooflab.check.quantity``)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _dotted(node: ast.AST) -> str:
+    try:
+        return ast.unparse(node)
+    except Exception:  # noqa: BLE001 - a node ast cannot print: say so, do not fail the reading
+        return "?"
+
+
+def _is_text(node: ast.AST) -> bool:
+    """Whether ``node`` computes text (a string, an f-string, a sum of strings): code handed over as text."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp):
+        return _is_text(node.left) or _is_text(node.right)
+    return False
+
+
+def _imports(sub: ast.AST, cell: str) -> list[Use]:
+    found = []
+    module = getattr(sub, "module", None) or ""
+    names = [a.name for a in sub.names]
+    full = [module] if module else names
+    roots = {n.split(".")[0] for n in full}
+    for root in sorted(roots & REWRITING_MODULES):
+        found.append(Use(cell, f"import {root}", REWRITES_KIND))
+    for root in sorted(roots & OUTSIDE_MODULES):
+        found.append(Use(cell, f"import {root}", OUTSIDE))
+    dotted = [f"{module}.{n}" if module else n for n in names]
+    for path in dotted:
+        if path.startswith(CHECKER_MODULES) or path.split(".")[-1] in CHECKER_NAMES:
+            found.append(Use(cell, f"import {path}", CHECKER))
+    if module.startswith("rooflab") or any(n.startswith("rooflab.") for n in names):
+        for name in names:
+            short = name.split(".")[-1]
+            if short in LIBRARY_ANSWERS or name == "*":
+                found.append(Use(cell, f"from {module or name} import {name}", LIBRARY, short))
+    return found
+
+
 def uses_in(node: ast.AST, cell: str) -> list[Use]:
-    """Everything in ``node`` that the rules care about."""
+    """Everything in ``node`` that the rules care about (see the module's docstring)."""
     found = []
     for sub in ast.walk(node):
         if isinstance(sub, ast.Attribute):
             if sub.attr in LIBRARY_ANSWERS:
-                found.append(Use(cell, f".{sub.attr}", "library answer", sub.attr))
+                found.append(Use(cell, f".{sub.attr}", LIBRARY, sub.attr))
+            elif sub.attr in CHECKER_NAMES:
+                found.append(Use(cell, f".{sub.attr}", CHECKER))
             elif sub.attr in REWRITING_ATTRIBUTES:
-                found.append(Use(cell, f".{sub.attr}", "rewrites code"))
+                found.append(Use(cell, f".{sub.attr}", REWRITES_KIND))
+            if isinstance(sub.ctx, (ast.Store, ast.Del)):
+                root = _root(sub)
+                if root == "check":
+                    found.append(Use(cell, f"{_dotted(sub)} rebound", CHECKER))
+                elif root in WATCHED_MODULES or root in WATCHED_NAMES:
+                    found.append(Use(cell, f"{_dotted(sub)} rebound", REWRITES_KIND))
         elif isinstance(sub, ast.Name):
-            if sub.id in REWRITING_CALLS or sub.id in REWRITING_ATTRIBUTES:
-                found.append(Use(cell, sub.id, "rewrites code"))
-            elif sub.id in OUTSIDE_CALLS:
-                found.append(Use(cell, sub.id, "reaches outside"))
+            if sub.id in REWRITING_CALLS:
+                found.append(Use(cell, sub.id, REWRITES_KIND))
+            elif sub.id in CHECKER_NAMES:
+                found.append(Use(cell, sub.id, CHECKER))
+            elif sub.id == "check" and isinstance(sub.ctx, (ast.Store, ast.Del)):
+                found.append(Use(cell, "check rebound", CHECKER))
         elif isinstance(sub, (ast.Import, ast.ImportFrom)):
-            module = getattr(sub, "module", None) or ""
-            names = [a.name for a in sub.names]
-            roots = {n.split(".")[0] for n in ([module] if module else names)}
-            for root in roots & (OUTSIDE_MODULES | REWRITING_MODULES):
-                kind = "rewrites code" if root in REWRITING_MODULES else "reaches outside"
-                found.append(Use(cell, f"import {root}", kind))
-            if module.startswith("rooflab") or any(n.startswith("rooflab.") for n in names):
-                for name in names:
-                    if name in LIBRARY_ANSWERS or name == "*" or name.split(".")[-1] in (
-                            "serving", "roofline", "crossover", "check", "earlier", "exercises"):
-                        found.append(Use(cell, f"from {module or name} import {name}", "library answer", name))
-        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "getattr":
-            attribute = sub.args[1] if len(sub.args) > 1 else None
-            if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str):
-                if attribute.value in LIBRARY_ANSWERS:
-                    found.append(Use(cell, f"getattr(..., {attribute.value!r})", "library answer", attribute.value))
-                elif attribute.value in REWRITING_ATTRIBUTES:
-                    found.append(Use(cell, f"getattr(..., {attribute.value!r})", "rewrites code"))
-            else:
-                found.append(Use(cell, "getattr with a computed name", "rewrites code"))
-        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value in (
-                "__import__", "__builtins__", "__code__", "__globals__", "modules", "_rooflab_reference"):
-            found.append(Use(cell, f"the string {sub.value!r}", "rewrites code"))
+            found += _imports(sub, cell)
+        elif isinstance(sub, ast.Call):
+            function = sub.func
+            name = function.id if isinstance(function, ast.Name) else getattr(function, "attr", None)
+            if name == "getattr":
+                attribute = sub.args[1] if len(sub.args) > 1 else None
+                if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str):
+                    if attribute.value in LIBRARY_ANSWERS:
+                        found.append(Use(cell, f"getattr(..., {attribute.value!r})", LIBRARY, attribute.value))
+                    elif attribute.value in CHECKER_NAMES:
+                        found.append(Use(cell, f"getattr(..., {attribute.value!r})", CHECKER))
+                    elif attribute.value in REWRITING_ATTRIBUTES:
+                        found.append(Use(cell, f"getattr(..., {attribute.value!r})", REWRITES_KIND))
+                else:
+                    found.append(Use(cell, "getattr with a computed name", REWRITES_KIND))
+            elif name in ("timeit", "repeat", "Timer") and sub.args and _is_text(sub.args[0]):
+                found.append(Use(cell, f"{name} on code as text", REWRITES_KIND))
+            # A built-in handed on as a value (functools.reduce(getattr, ...), map(setattr, ...)).
+            for argument in [*sub.args, *(k.value for k in sub.keywords)]:
+                if isinstance(argument, ast.Name) and argument.id in ("getattr", "setattr", "delattr", "eval", "exec"):
+                    found.append(Use(cell, f"{argument.id} handed to {_dotted(function)}", REWRITES_KIND))
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and (
+                sub.value in CHECKER_NAMES or sub.value in ("rooflab.check", "__import__", "__builtins__",
+                                                            "__code__", "__globals__")):
+            kind = CHECKER if sub.value in CHECKER_NAMES or sub.value == "rooflab.check" else REWRITES_KIND
+            found.append(Use(cell, f"the string {sub.value!r}", kind))
     return found
 
 
@@ -207,34 +263,33 @@ class Notebook:
         return cls([read_cell(cell_id, source) for cell_id, source in student_cells])
 
     def flags(self) -> list[Use]:
-        """Every use anywhere of what rewrites code or reaches outside, for the instructor.
+        """Every use anywhere of what touches the checker, rewrites code or reaches outside, for the instructor.
 
         The library's answers are not flagged here: outside the derivation
-        exercises (where they score 0, with the reason) the notebooks invite them.
+        exercises the notebooks invite them (see :meth:`derivation_problem`).
         """
         found = []
         for cell in self.cells:
             found += cell.module_uses
             for function in cell.functions.values():
                 found += uses_in(function, cell.id)
-        return [u for u in dict.fromkeys(found) if u.kind != "library answer"]
+        return [u for u in dict.fromkeys(found) if u.kind != LIBRARY]
 
     def derivation_problem(self, name: str, answer_cell: str | None,
                            banned: frozenset[str] | None = None) -> str | None:
-        """Why ``name`` cannot count as derived by the student, or None if it can.
+        """What the instructor should look at in how ``name`` was derived, or None if nothing.
 
-        ``banned`` names the library answers this derivation may not use (default: all).
+        A flag, never a score: the function is defined outside its answer cell,
+        or it (or a function of the notebook it calls, transitively) uses a
+        library answer in ``banned`` (default: all), touches the checker or
+        rewrites code.
         """
-        rewriting = [u for u in self.flags() if u.kind == "rewrites code"]
-        if rewriting:
-            return f"{REWRITES} ({rewriting[0]}), so no derivation in it can be trusted"
         owners = [c for c in self.cells if name in c.defines]
         if not owners:
             return None  # not defined at all: the test fails on its own with a NameError
         elsewhere = [c.id for c in owners if c.id != answer_cell]
         if answer_cell is not None and elsewhere:
             return f"{name} is defined outside its answer cell (cell {elsewhere[0]}); define it only in its answer cell"
-        # The function, and everything of the notebook it refers to, transitively.
         seen, todo = set(), [name]
         while todo:
             current = todo.pop()
@@ -246,9 +301,25 @@ class Notebook:
                 if current in cell.functions:
                     nodes.append(cell.functions[current])
                 for node in nodes:
-                    bad = [u for u in uses_in(node, cell.id) if u.kind != "library answer" or banned is None
+                    bad = [u for u in uses_in(node, cell.id) if u.kind != LIBRARY or banned is None
                            or u.name in banned or u.name not in FUNCTIONS_NAMED]
                     if bad:
                         return f"{name} relies on {bad[0]}; the exercise asks you to derive it yourself"
                     todo += [n for n in _free_names(node) if n not in seen]
         return None
+
+    def depends_on(self, name: str) -> set[str]:
+        """The notebook's names that ``name`` uses, directly or through others (not ``name`` itself)."""
+        seen, todo = set(), [name]
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            for cell in self.cells:
+                nodes = list(cell.bindings.get(current, []))
+                if current in cell.functions:
+                    nodes.append(cell.functions[current])
+                for node in nodes:
+                    todo += [n for n in _free_names(node) if n not in seen]
+        return seen - {name}

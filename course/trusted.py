@@ -9,9 +9,9 @@ as plain data.  Expected values and comparisons never leave this process, so
 patching anything inside the kernel (the checker, numpy, pint, importlib,
 IPython) can only change the student's own answers.
 
-Exercises that ask for a derivation (their test cell uses
-``check.derive_yourself()``) are also checked on the source: see
-:mod:`course.source_rules`.
+Exercises that ask for a derivation are also read on the source
+(:mod:`course.source_rules`): what that finds is a flag for the instructor,
+never a change of score.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .source_rules import REWRITES
 
-HIDDEN_BLOCK = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+from .cells import HIDDEN_BEGIN, HIDDEN_END, unmarked
+
+HIDDEN_BLOCK = (HIDDEN_BEGIN, HIDDEN_END)
 # What makes a test cell a test: a check of the course's checker, or an assert.
 ASSERTS = re.compile(r"check\.(exercise|quantity|number|choice)\(|\bassert\b")
 MAX_ITEMS = 100_000
@@ -117,12 +118,10 @@ def decode(value, depth: int = 0):
             magnitude = _special_float(magnitude["__float__"])
         else:
             magnitude = _number(magnitude)
-        if not isinstance(units, str) or len(units) > 200:
-            return Unreadable("a quantity whose units cannot be read")
-        try:
-            return Q_(magnitude, units)
-        except Exception:
-            return Unreadable(f"a quantity in units {units[:60]!r}, which rooflab does not know")
+        unit = read_units(units)
+        if isinstance(unit, Unreadable):
+            return unit
+        return Q_(magnitude, unit)
     if "__array__" in value:
         return _array(value["__array__"])
     if "__float__" in value:
@@ -148,6 +147,67 @@ def decode(value, depth: int = 0):
     if "__repr__" in value:
         return Unreadable(str(value["__repr__"]))
     raise Malformed("unknown value")
+
+
+# Unit text as the kernel's probe writes it (pint's "D" format): names joined by "*" and "/", small integer powers.
+MAX_UNIT_TEXT = 120
+MAX_UNIT_TERMS = 8
+MAX_POWER = 6
+_UNIT_TOKEN = re.compile(r"\s*(\*\*|\*|/|-?\d+|[A-Za-z_\u00b5\u03bc][A-Za-z0-9_\u00b5\u03bc]*)")
+
+
+def read_units(text):
+    """The pint unit that ``text`` names, or :class:`Unreadable`: never a parse of arbitrary text.
+
+    Accepted: the registry's unit names (with its prefixes), joined by ``*`` and ``/``, each with an
+    optional power ``** n`` of at most 6 in size, a leading ``1`` (``1 / second``), ``dimensionless`` or
+    nothing; at most 120 characters and 8 names.  Anything else is refused at once, so a reply cannot hold
+    the grading process (pint would evaluate ``10**10**10``).
+    """
+    from rooflab import ureg
+
+    unreadable = Unreadable("a quantity whose units are not the registry's unit names joined by * and /")
+    if not isinstance(text, str) or len(text) > MAX_UNIT_TEXT:
+        return unreadable
+    tokens, position = [], 0
+    while position < len(text.rstrip()):
+        match = _UNIT_TOKEN.match(text, position)
+        if not match:
+            return unreadable
+        tokens.append(match.group(1))
+        position = match.end()
+    unit, sign, terms, index = ureg.dimensionless, 1, 0, 0
+    while index < len(tokens):
+        name = tokens[index]
+        if name == "1" and index == 0:
+            index += 1
+        elif name[0].isdigit() or name[0] == "-" or name in ("*", "**", "/"):
+            return unreadable
+        else:
+            terms += 1
+            if terms > MAX_UNIT_TERMS:
+                return unreadable
+            power = 1
+            if tokens[index + 1:index + 2] == ["**"]:
+                if index + 2 >= len(tokens) or not re.fullmatch(r"-?\d", tokens[index + 2]):
+                    return unreadable
+                power = int(tokens[index + 2])
+                if power == 0 or abs(power) > MAX_POWER:
+                    return unreadable
+                index += 2
+            try:
+                if name != "dimensionless" and not ureg.parse_unit_name(name):
+                    return Unreadable(f"a quantity in units {text[:60]!r}, which rooflab does not know")
+                unit = unit * ureg.Unit(name) ** (sign * power)
+            except Exception:  # noqa: BLE001 - a name pint refuses: the value is unreadable, not a crash
+                return Unreadable(f"a quantity in units {text[:60]!r}, which rooflab does not know")
+            index += 1
+        if index < len(tokens):
+            if tokens[index] not in ("*", "/") or index + 1 >= len(tokens):
+                return unreadable
+            sign = -1 if tokens[index] == "/" else 1
+            index += 1
+    return unit
 
 
 def _array(items) -> np.ndarray:
@@ -181,6 +241,8 @@ class Remote:
     def __call__(self, *args, **kwargs):
         request = {"op": "call", "name": self.name, "args": [encode(a) for a in args],
                    "kwargs": {k: encode(v) for k, v in kwargs.items()}, "derive": _deriving()}
+        if _COURSE_VERSIONS:
+            request["course"] = {"names": dict(_COURSE_VERSIONS), "source": _course_source()}
         reply = self._kernel.request(request)
         if not isinstance(reply, dict):
             raise StudentError(f"{self.name} gave the grader no readable answer")
@@ -190,6 +252,33 @@ class Remote:
             except Malformed as error:
                 raise StudentError(f"{self.name} returned something the grader cannot read ({error})") from None
         raise _as_exception(reply)
+
+
+# While a test is re-run for a cascade (see :func:`retest_with_course_versions`): the student's names to stand in
+# for, each with the name of the course's version in rooflab.earlier.
+_COURSE_VERSIONS: dict[str, str] = {}
+
+
+def _course_source() -> str:
+    """The source of rooflab.earlier, the course's versions of the exercises, sent to the kernel for a re-test."""
+    from rooflab import earlier
+
+    with open(earlier.__file__, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def retest_with_course_versions(code: str, base: dict, kernel, names: dict[str, str]) -> Verdict:
+    """Run a test again with the student's ``names`` (keys) replaced in the kernel by the course's versions.
+
+    Used once every test has run: whether a failing exercise fails only because
+    an earlier function it calls is wrong.
+    """
+    _COURSE_VERSIONS.clear()
+    _COURSE_VERSIONS.update(names)
+    try:
+        return _run(unmarked(code), base, kernel)
+    finally:
+        _COURSE_VERSIONS.clear()
 
 
 def _as_exception(reply: dict) -> Exception:
@@ -210,11 +299,25 @@ def _as_exception(reply: dict) -> Exception:
     return StudentError(f"{name}: {message}")
 
 
-def _deriving() -> bool:
-    """Whether a test is inside ``check.derive_yourself()`` (the library's answers are switched off)."""
-    from rooflab import serving
+def _deriving() -> list[str]:
+    """The library functions switched off here now (a test inside ``check.derive_yourself()``), by dotted name.
 
-    return serving.prefill.__code__.co_name == "_disabled"
+    The kernel switches off the same ones while the student's function runs; the
+    names come from this trusted process, so patching the checker in the kernel
+    (``check.derive_yourself``, ``check.library_answers``) changes nothing.
+    """
+    from rooflab import earlier
+    from rooflab.check import _disabled
+    from rooflab.exercises import derived, resolve
+
+    names = [*derived(), *(f"earlier.{name}" for name in earlier.WRITTEN_IN)]
+    off = []
+    for dotted in names:
+        found = resolve(dotted)
+        found = found.fget if isinstance(found, property) else getattr(found, "__func__", found)
+        if getattr(found, "__code__", None) is _disabled.__code__:
+            off.append(dotted)
+    return off
 
 
 # -- test cells -----------------------------------------------------------------
@@ -291,6 +394,15 @@ def _exercise_derivations(call: ast.Call) -> dict[str, frozenset[str] | None]:
     return {a.id: banned for a in call.args[1:] if isinstance(a, ast.Name)}
 
 
+def answers_tested(code: str) -> list[str]:
+    """The student's names a test cell checks: the answers passed to ``check.exercise(name, answer, ...)``."""
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "exercise":
+            found += [a.id for a in node.args[1:] if isinstance(a, ast.Name)]
+    return found
+
+
 @dataclass
 class Verdict:
     """What the trusted run of one test cell found."""
@@ -328,15 +440,20 @@ def setup_namespace(setup_cells: list[str]) -> dict:
 def run_test(code: str, base: dict, kernel, derivation: dict[str, str | None] | None = None) -> Verdict:
     """Run one test cell's trusted code against the student's kernel.
 
-    ``derivation`` maps each function this test asks the student to derive to the
-    reason it cannot count (None when it can).
+    ``derivation`` maps each function this test asks the student to derive to
+    what the source rules noticed in it (None when nothing): a flag for the
+    instructor, shown under the test, that never changes the verdict.
     """
-    code = code.replace(HIDDEN_BLOCK[0], "").replace(HIDDEN_BLOCK[1], "")
-    for name, problem in (derivation or {}).items():
-        if problem:
-            kind = "code rewritten at run time" if problem.startswith(REWRITES) else "library used in a derivation"
-            return Verdict(False, error=("AssertionError", f"{problem}. [mistake: {kind}]"),
-                           notes=[f"derivation: {problem}"])
+    code = unmarked(code)
+    notes = [f"derivation: {problem}" for problem in (derivation or {}).values() if problem]
+    verdict = _run(code, base, kernel)
+    verdict.notes += notes
+    if notes:
+        verdict.stdout += "".join(f"Flagged for the instructor to read (no points taken): {n}\n" for n in notes)
+    return verdict
+
+
+def _run(code: str, base: dict, kernel) -> Verdict:
     try:
         names = student_names(code, set(base))
     except SyntaxError as error:

@@ -12,6 +12,7 @@ Points of 01_two_phases, 40 autograded: the reference scores 40, the blank 0.
 from __future__ import annotations
 
 import copy
+import pickle
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,13 +121,37 @@ _FAKE_CHECKER = (
     "                             reference=lambda: __import__('rooflab'))\n"
 )
 
+
+
+class _RunsOnLoad:
+    """Unpickling this runs ``code``: what a pickled payload hidden in a cell does."""
+
+    def __init__(self, code: str):
+        self.code = code
+
+    def __reduce__(self):
+        return (exec, (self.code,))
+
+
+# A payload that installs an input transformer answering the grader's probe from the checker's reference copy:
+# the probe's request cell gets prefill_flops defined first, from the reference.
+_PAYLOAD = pickle.dumps(_RunsOnLoad(
+    "import rooflab.check\n"
+    "_ref = rooflab.check.reference()\n"
+    "def _answer(lines):\n"
+    "    if any('_rooflab_probe(' in line for line in lines):\n"
+    "        return ['prefill_flops = lambda model, prompt_len: _ref.prefill(model.name, \"H100\", prompt_len, '\n"
+    "                'allow_overflow=True).flops\\n'] + lines\n"
+    "    return lines\n"
+    "get_ipython().input_transformers_post.append(_answer)\n"))
+
 KINDS: list[Kind] = [
     # --- cheats: tricks that made a blank notebook pass the in-kernel tests -------------------------
     Kind("input_transformer", extra(
         "ip = get_ipython()\n"
         "ip.input_transformers_post.append(\n"
         "    lambda lines: ['pass\\n'] if any('check.' in line for line in lines) else lines)\n"),
-        BLANK, "get_ipython"),
+        BLANK, "input_transformers_post"),
     Kind("reload_replaced", extra(_FAKE_CHECKER + "import importlib\nimportlib.reload = lambda module: fake\n"),
          BLANK, "import importlib"),
     Kind("import_hook", extra(
@@ -140,7 +165,7 @@ KINDS: list[Kind] = [
         "class Finder(importlib.abc.MetaPathFinder):\n"
         "    def find_spec(self, name, path, target=None):\n"
         "        return None\n"
-        "sys.meta_path.insert(0, Finder())\n"), BLANK, "import sys"),
+        "sys.meta_path.insert(0, Finder())\n"), BLANK, "meta_path"),
     Kind("fake_check_module", extra(
         "import os, rooflab\n"
         "fake = 'def quantity(*a, **k): pass\\ndef number(*a, **k): pass\\ndef choice(*a, **k): pass\\n'\n"
@@ -149,7 +174,7 @@ KINDS: list[Kind] = [
         "        with open(os.path.join(folder, 'check.py'), 'w') as handle:\n"
         "            handle.write(fake)\n"
         "    except OSError as error:\n"
-        "        print('refused:', error)\n"), BLANK, "open"),
+        "        print('refused:', error)\n"), BLANK),
     # The one-line test cells read `check` from the setup cell: rebinding it, patching its exercise() or the
     # registry of cases fools the kernel's own run of the tests, never the grader's.
     Kind("check_rebound", extra(_FAKE_CHECKER + "check = fake\n"), BLANK, "passed in the kernel"),
@@ -159,7 +184,7 @@ KINDS: list[Kind] = [
         "import dataclasses, rooflab.exercises as ex\n"
         "ex._load()\n"
         "for key, spec in list(ex._EXERCISES.items()):\n"
-        "    ex._EXERCISES[key] = dataclasses.replace(spec, visible=())\n"), BLANK, "passed in the kernel"),
+        "    ex._EXERCISES[key] = dataclasses.replace(spec, visible=())\n"), BLANK, "_EXERCISES"),
     Kind("settrace", extra(
         "import sys\n"
         "def skip_asserts(frame, event, arg):\n"
@@ -169,7 +194,7 @@ KINDS: list[Kind] = [
         "def neuter(info):\n"
         "    import rooflab.check as c\n"
         "    c.quantity = c.number = c.choice = lambda *a, **k: None\n"
-        "get_ipython().events.register('pre_run_cell', neuter)\n"), BLANK, "get_ipython"),
+        "get_ipython().events.register('pre_run_cell', neuter)\n"), BLANK, "import rooflab.check"),
     Kind("reference_copy", answer("ex2_prefill_flops",
         "import rooflab.check\n"
         "def prefill_flops(model, prompt_len):\n"
@@ -211,7 +236,7 @@ KINDS: list[Kind] = [
         "import numpy\n"
         "numpy.all = lambda *args, **kwargs: True\n"
         "def prefill_flops(model, prompt_len):\n"
-        "    return Q_(1.0, 'FLOP')\n"), BLANK, "passed in the kernel"),
+        "    return Q_(1.0, 'FLOP')\n"), BLANK, "numpy.all rebound"),
     Kind("pint_patched", answer("ex2_prefill_flops",
         "import pint\n"
         "pint.Quantity.m_as = lambda self, *args, **kwargs: 1.0\n"
@@ -239,6 +264,46 @@ KINDS: list[Kind] = [
         "copy.model = lambda name: None\n", base="blank"), BLANK),
     Kind("hard_coded_visible", lambda blank, reference: demo._edited("hard_coded")(
         ASSIGNMENT, blank, demo.answers_of(read_notebook(SOURCE / ASSIGNMENT / NOTEBOOK))), 12),
+    # The issue's cheats on main, each scoring more than its honest work there: now what the honest work earns.
+    Kind("pickled_transformer", extra(f"import _pickle\n_pickle.loads({_PAYLOAD!r})\n"), BLANK, "import _pickle"),
+    Kind("reference_by_attrgetter", answer("ex2_prefill_flops",
+        "import operator, pydoc\n"
+        "def prefill_flops(model, prompt_len):\n"
+        "    operator.attrgetter('check.reference')(rl)()\n"
+        "    found = pydoc.locate('_rooflab_reference.serving.prefill')\n"
+        "    return found(model.name, 'H100', prompt_len, allow_overflow=True).flops\n"), BLANK, ".attrgetter"),
+    Kind("reduce_getattr", answer("ex2_prefill_flops",
+        "import functools\n"
+        "def prefill_flops(model, prompt_len):\n"
+        "    found = functools.reduce(getattr, ['serving', 'pre' + 'fill'], rl)\n"
+        "    return found(model, 'H100', prompt_len, allow_overflow=True).flops\n"), BLANK, "getattr handed to"),
+    Kind("dict_of_functions", lambda blank, reference: answer("ex2_prefill_flops",
+        "def prefill_flops(model, prompt_len):\n"
+        "    return tools['prefill'](model, 'H100', prompt_len, allow_overflow=True).flops\n")(
+        extra("tools = {'prefill': rl.prefill, 'decode': rl.decode_step}\n")(blank, reference), reference),
+        BLANK, ".prefill"),
+    Kind("derive_yourself_patched", answer("ex2_prefill_flops",
+        "import contextlib, rooflab.check\n"
+        "rooflab.check.derive_yourself = lambda *functions: contextlib.nullcontext()\n"
+        "def prefill_flops(model, prompt_len):\n"
+        "    return rl.prefill(model, 'H100', prompt_len, allow_overflow=True).flops\n"), BLANK, "derive_yourself"),
+    Kind("timeit_on_text", answer("ex2_prefill_flops",
+        "import timeit\n"
+        "def prefill_flops(model, prompt_len):\n"
+        "    box = {}\n"
+        "    timeit.timeit('box[0] = rl.prefill(model, \"H100\", prompt_len, allow_overflow=True).flops', number=1,\n"
+        "                  globals={**globals(), 'box': box, 'model': model, 'prompt_len': prompt_len})\n"
+        "    return box[0]\n"), BLANK, "code as text"),
+    Kind("units_bomb", answer("ex7_share",
+        "class Units:\n"
+        "    def __format__(self, spec):\n"
+        "        return '10**10**10'\n"
+        "class Bomb:\n"
+        "    __module__ = 'pint.bomb'  # what the probe reads as a quantity\n"
+        "    magnitude = 0.5\n"
+        "    units = Units()\n"
+        "def decode_share(ttft, itl, output_len):\n"
+        "    return Bomb()\n"), BLANK),
     # --- attacks on the grader, other students and the machine; the honest answers still score -------
     Kind("gradebook_write", extra(
         "import glob, os\n"
@@ -248,7 +313,7 @@ KINDS: list[Kind] = [
         "            handle.write(b'wiped')\n"
         "        print('wrote', path)\n"
         "    except OSError as error:\n"
-        "        print('refused', path, error)\n", base="reference"), FULL, "import os"),
+        "        print('refused', path, error)\n", base="reference"), FULL),
     Kind("detached_writer", extra(
         "import subprocess, sys\n"
         "subprocess.Popen([sys.executable, '-c', 'import time, glob\\ntime.sleep(3)\\n"
@@ -291,7 +356,7 @@ KINDS: list[Kind] = [
         "        for _ in range(2000):\n"
         "            handle.write(b'x' * 2**20)\n"
         "except OSError as error:\n"
-        "    print('refused', error)\n", base="reference"), FULL, "open"),
+        "    print('refused', error)\n", base="reference"), FULL),
     Kind("ignores_signals_and_loops", extra(
         "import signal\n"
         "for s in (signal.SIGINT, signal.SIGTERM):\n"
@@ -313,12 +378,25 @@ KINDS: list[Kind] = [
     # --- honest students -----------------------------------------------------------------------------
     Kind("correct", lambda blank, reference: copy.deepcopy(reference), FULL),
     Kind("blank", lambda blank, reference: copy.deepcopy(blank), BLANK),
-    # roofline_time [4] and ttft_and_itl [4] fail; the ratios survive (tests/test_grading.py, dmitri)
+    # roofline_time [4] fails; ttft_and_itl, which calls it, passes with the course's version (a slip charged
+    # once); the ratios survive (tests/test_grading.py, dmitri)
     Kind("milliseconds_for_seconds", lambda blank, reference: demo._edited("ms_for_s")(
-        ASSIGNMENT, blank, demo.answers_of(read_notebook(SOURCE / ASSIGNMENT / NOTEBOOK))), 32),
+        ASSIGNMENT, blank, demo.answers_of(read_notebook(SOURCE / ASSIGNMENT / NOTEBOOK))), 36,
+        "passes with the course's roofline_time"),
     Kind("noisy_warnings", extra(
         "import sys, warnings\nwarnings.warn('a deprecation I cannot fix')\nprint('noise', file=sys.stderr)\n",
         base="reference"), FULL),
+    # Lines a real class writes in week one: full marks, and nothing for the instructor to read.
+    Kind("matplotlib_inline", extra("%matplotlib inline\n", base="reference"), FULL),
+    Kind("timeit_magic", extra("%timeit sum(range(100))\n", base="reference", after="test_prefill_flops_visible"),
+         FULL),
+    Kind("prints_globals", extra("print(sorted(globals()))\n", base="reference"), FULL),
+    Kind("warning_hook", extra(
+        "def remind(result):\n"
+        "    if result.error_in_exec is not None:\n"
+        "        print('warning: that cell failed; fix it before going on')\n"
+        "get_ipython().events.register('post_run_cell', remind)\n", base="reference"), FULL),
+    Kind("imports_os", extra("import os\nprint(os.getcwd(), os.listdir('.'))\n", base="reference"), FULL),
     Kind("renamed_file", lambda blank, reference: copy.deepcopy(reference), FULL, filename="01_two_phases (2).ipynb"),
 ]
 

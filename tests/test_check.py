@@ -195,3 +195,22 @@ def test_whole_factors_and_off_by_one_are_told_apart_from_unknown_misses():
     with pytest.raises(check.WrongAnswer, match=r"one too many.*\[mistake: off by one\]"):
         check.number(190, 189, "bend_batch", rel=1e-3)
     assert "no slip of units or a known factor" in fails(Q_(1.37, "s"), Q_(1, "s"))
+
+
+def test_a_failed_hidden_case_names_the_case_and_the_mistake_but_not_the_expected_value(monkeypatch):
+    from rooflab import Q_
+
+    def forgot_k_and_v(model, precision="fp16"):
+        # Half of 2 * layers * kv_heads * head_dim * bytes: K without V.
+        return Q_(model.layers * model.kv_heads * model.head_dim * 2, "B")
+
+    with pytest.raises(AssertionError) as failed:
+        check.exercise("kv_bytes_per_token", forgot_k_and_v, cases=[("Llama-2-7B", "fp16")])
+    message = str(failed.value)
+    assert "hidden case (Llama-2-7B, fp16)" in message and "[mistake: forgot K and V" in message
+    # Llama-2-7B: 32 layers x 32 KV heads x 128 x 2 values x 2 bytes = 524,288 B per token, not shown.
+    assert "524" not in message and "expected" not in message
+    monkeypatch.setattr(check, "SHOW_EXPECTED_ON_HIDDEN", True)
+    with pytest.raises(AssertionError) as shown:
+        check.exercise("kv_bytes_per_token", forgot_k_and_v, cases=[("Llama-2-7B", "fp16")])
+    assert "hidden case (Llama-2-7B, fp16)" in str(shown.value) and "expected" in str(shown.value)

@@ -45,21 +45,27 @@ EXPECTED_A = {
     ("cora", A): (21, "graded", 0),
     # ms for s.  A: roofline_time [4] and ttft_and_itl [4] fail; speed-up ratios survive.
     # B: decode_step_time [4] fails; batching_gain is a ratio of two such times and survives
-    ("dmitri", A): (32, "graded", 10),
+    # A slip is charged once (course/autograde.py): ttft_and_itl passes with the course's roofline_time: 40 - 4.
+    ("dmitri", A): (36, "graded", 10),
     # GB for GiB.  A, in weight_bytes: weight_bytes [1+3], decode_bytes [1+4], ttft_and_itl [1+3] and
     # intensities [2+3] fail, 18 points (on Llama-3-8B weights / 1.074 land within 0.4 % of the careful count that
     # skips the embedding table, so each visible test also has a model whose embedding is a small share);
     # speed-up ratios survive.  B, the capacity read in GiB: max_batch and longest_context [5] and the FP8 gain [3] fail
-    ("edsger", A): (22, "graded", 10),
+    # A slip is charged once: decode_bytes, ttft_and_itl and intensities pass with the course's weight_bytes (and
+    # decode_bytes): only weight_bytes' own 1 + 3 are lost.
+    ("edsger", A): (36, "graded", 10),
     # forgot K and V.  A: decode_bytes [1+4] (its KV part is checked on its own) and the visible ttft_and_itl [1]
     # (Llama-2-7B at 4,000 tokens, where the cache is 13 % of a step's bytes); the hidden ttft_and_itl cases'
     # caches are under 2 % of the bytes and pass.  The visible intensities [2]: at that case the halved cache takes
     # the step's bytes from 13.5 + 2.1 = 15.6 GB to 14.5 GB, an intensity 7 % too high (the hidden cases' caches are
     # small again).  40 - 5 - 1 - 2 = 32.  B: every exercise stands on kv_bytes_per_token, and every one fails
-    ("frances", A): (32, "graded", 10),
+    # A slip is charged once: the visible ttft_and_itl and intensities pass with the course's decode_bytes, and in B
+    # every later exercise passes with the course's kv_bytes_per_token: A 40 - 5, B 30 - (1 + 3).
+    ("frances", A): (35, "graded", 10),
     # raises.  A, in prefill_flops: it [4], ttft_and_itl [4], intensities [5], speedups [5] fail.
     # B, in kv_equals_weights_batch: that exercise [3] alone
-    ("grace", A): (22, "graded", 10),
+    # A slip is charged once: ttft_and_itl, intensities and speedups pass with the course's prefill_flops: 40 - 4.
+    ("grace", A): (36, "graded", 10),
     # a cell loops until the per-cell timeout, so its functions never exist: A decode_share [4], B batching_gain [3]
     ("hedy", A): (36, "graded", 10),
     # deleted a test cell (restored), pasted an answer twice (rebuilt), a warning on stderr (ignored),
@@ -98,7 +104,7 @@ EXPECTED_B = {
     ("edsger", B): (22, "graded", 10),
     # forgot K and V in kv_bytes_per_token: every exercise stands on it and every one fails, the profile's
     # step_bytes too (the caches are 73% of the batch-60 step's bytes)
-    ("frances", B): (0, "graded", 10),
+    ("frances", B): (26, "graded", 10),
     # raises in kv_equals_weights_batch: that exercise [3] alone
     ("grace", B): (27, "graded", 10),
     # a cell loops until the per-cell timeout, so batching_gain never exists [3]
@@ -233,7 +239,7 @@ def test_reasons_are_recorded(graded):
     for assignment in (A, B, C, D, E):
         assert "not valid JSON" in rows["katherine", assignment].reason
         assert any("did not finish" in f or "stopped its kernel" in f for f in rows["olga", assignment].flags)
-        assert any("get_ipython" in f for f in rows["mallory", assignment].flags)
+        assert any("input_transformers_post" in f for f in rows["mallory", assignment].flags)
         assert any("passed in the kernel" in f for f in rows["mallory", assignment].flags)
         assert "rebuilt from the release copy" in rows["ivan", assignment].reason
         assert "deleted" in rows["ivan", assignment].reason

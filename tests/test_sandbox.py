@@ -134,7 +134,7 @@ def test_no_process_survives_the_sandbox(ran):
                 except OSError:
                     continue
                 # A zombie runs nothing: it waits for this machine's init to reap it, which may take a while.
-                if state != "Z" and (owner == uid or b"sleep\x0030" in command):
+                if state != "Z" and (owner == uid or command == b"sleep\x0030\x00"):
                     leftovers.append(entry)
         if not leftovers:
             break

@@ -35,6 +35,24 @@ def test_decode_builds_our_quantities_and_refuses_the_rest():
             trusted.decode(hostile)
 
 
+@pytest.mark.parametrize("text, expected", [
+    ("millisecond", "ms"), ("byte / second", "B/s"), ("1 / second", "1/s"), ("byte ** 2", "B**2"), ("", "1"),
+    ("dimensionless", "1"), ("dollar / hour / token", "USD/h/token"), ("second ** -2", "1/s**2"),
+    ("gibibyte", "GiB"),
+])
+def test_unit_text_is_read_as_names_and_small_powers(text, expected):
+    assert trusted.read_units(text) == Q_(1, expected).units
+
+
+@pytest.mark.parametrize("text", [
+    "10**10**10", "byte ** 10**10", "byte ** 7", "(byte)", "byte /", "/ byte", "byte * * second", "1 / 1",
+    "__import__('os')", "byte " * 30, "furlongs_of_doom", "byte;second", None, 3,
+])
+def test_any_other_unit_text_is_unreadable_at_once(text):
+    assert isinstance(trusted.read_units(text), trusted.Unreadable)
+    assert isinstance(trusted.decode({"__quantity__": 1.0, "units": text}), trusted.Unreadable)
+
+
 def test_encode_sends_records_and_quantities_as_plain_data():
     sent = trusted.encode((model("Llama-3-8B"), Q_(200, "ms"), np.array([1, 2]), {"a": 1}))
     assert sent["__tuple__"][0]["__record__"] == "Model" and sent["__tuple__"][0]["fields"]["layers"] == 32
@@ -110,13 +128,22 @@ def test_a_later_assignment_may_build_on_the_course_versions_of_earlier_exercise
      ".weight_bytes"),
     ([("a", "def f(m, n):\n    return g(m, n)"), ("b", "g = rl.decode_step")], ".decode_step"),
     ([("a", "def f(m, n):\n    return getattr(rl, 'pre' + 'fill')(m, 'H100', n)")], "computed name"),
-    ([("a", "def f(m, n):\n    return 1"), ("b", "get_ipython().user_ns['f'] = lambda m, n: 2")], "rewrites code"),
     ([("a", "def f(m, n):\n    return 1"), ("b", "def f(m, n):\n    return 2")], "outside its answer cell"),
-    ([("a", "def f(m, n):\n    return 1"), ("b", "!cat /etc/passwd")], "get_ipython"),
     ([("a", "def f(m, n):\n    return ref.prefill(m.name, 'H100', n).flops")], ".prefill"),
     ([("a", "def f(m, n):\n    return check.reference().model(m.name)")], ".reference"),
+    # The issue's cheats that the old rules let through.
+    ([("a", "import functools\ndef f(m, n):\n    return functools.reduce(getattr, ['serving', 'x'], rl)(m)")],
+     "getattr handed to functools.reduce"),
+    ([("a", "def f(m, n):\n    return table['p'](m, 'H100', n).flops"), ("b", "table = {'p': rl.prefill}")],
+     ".prefill"),
+    ([("a", "import operator\ndef f(m, n):\n    return operator.attrgetter('check.reference')(rl)()")],
+     ".attrgetter"),
+    ([("a", "import timeit\ndef f(m, n):\n    return timeit.timeit('x = 1', number=1)")], "code as text"),
+    # Honest helpers, magics and prints in the notebook: nothing to note about f.
+    ([("a", "def f(m, n):\n    print(sorted(globals()))\n    return 2 * m.layers * n"),
+      ("b", "%matplotlib inline"), ("c", "%timeit f(1, 2)"), ("d", "import os\nprint(os.getcwd())")], None),
 ])
-def test_derivation_rules_read_from_the_source(cells, problem):
+def test_derivation_notes_read_from_the_source(cells, problem):
     found = source_rules.Notebook.read(cells).derivation_problem("f", "a")
     if problem is None:
         assert found is None
@@ -124,15 +151,45 @@ def test_derivation_rules_read_from_the_source(cells, problem):
         assert found is not None and problem in found, found
 
 
-def test_flags_name_what_reaches_outside_but_not_the_invited_library_calls():
-    notebook = source_rules.Notebook.read([("a", "import os, subprocess\nr = rl.request(llama, h100, 10, 10)")])
+@pytest.mark.parametrize("line", [
+    "%matplotlib inline", "%timeit sum(range(10))", "print(sorted(globals()))", "import os\nprint(os.listdir('.'))",
+    "ip = get_ipython()\nip.events.register('post_run_cell', lambda result: print('remember to save'))",
+    "import warnings\nwarnings.warn('slow cell')", "with open('notes.txt', 'w') as handle:\n    handle.write('x')",
+    "!ls", "import numpy as np\nx = np.linspace(0, 1, 5)", "import sys\nprint('noise', file=sys.stderr)",
+])
+def test_honest_lines_raise_no_flag(line):
+    assert source_rules.Notebook.read([("a", line)]).flags() == []
+
+
+@pytest.mark.parametrize("line, flag", [
+    ("get_ipython().input_transformers_post.append(lambda lines: lines)", "input_transformers_post"),
+    ("import rooflab.check\nrooflab.check.exercise = lambda *a, **k: None", "rooflab.check"),
+    ("import rooflab.check as c\nc.derive_yourself = None", "derive_yourself"),
+    ("check = None", "check rebound"),
+    ("import _pickle\n_pickle.loads(b'')", "import _pickle"),
+    ("import numpy\nnumpy.all = lambda *a, **k: True", "numpy.all rebound"),
+    ("import sys\nsys.settrace(None)", ".settrace"),
+    ("import subprocess", "import subprocess"),
+    ("exec('x = 1')", "exec"),
+    ("import pydoc\npydoc.locate('rooflab.serving')", "import pydoc"),
+])
+def test_what_touches_the_checker_or_rewrites_code_is_flagged(line, flag):
+    flags = [str(u) for u in source_rules.Notebook.read([("a", line)]).flags()]
+    assert any(flag in f for f in flags), flags
+
+
+def test_the_library_calls_the_notebooks_invite_are_not_flagged():
+    notebook = source_rules.Notebook.read([("a", "import subprocess\nr = rl.request(llama, h100, 10, 10)")])
     flags = [str(u) for u in notebook.flags()]
-    assert any("import os" in f for f in flags) and any("import subprocess" in f for f in flags)
+    assert any("import subprocess" in f for f in flags)
     assert not any("request" in f for f in flags)
 
 
-def test_a_rewriting_notebook_is_tagged_as_such_not_as_a_library_call():
-    rewriting = trusted.run_test("f(1)\n", {}, None, {"f": "the notebook rewrites code or names at run time (exec)"})
-    assert "[mistake: code rewritten at run time]" in rewriting.error[1]
-    library = trusted.run_test("f(1)\n", {}, None, {"f": "f relies on .prefill (library answer, cell a)"})
-    assert "[mistake: library used in a derivation]" in library.error[1]
+def test_a_derivation_note_is_a_flag_and_costs_nothing():
+    code = 'import rooflab.check as check\ncheck.quantity(f(1), Q_(2, "ms"), "f")\n'
+    kernel = FakeKernel({"f": {"kind": "callable"}},
+                        {"f": lambda m: {"ok": True, "value": {"__quantity__": 2.0, "units": "millisecond"}}})
+    verdict = trusted.run_test(code, {"Q_": Q_}, kernel, {"f": "f relies on .prefill (library answer, cell a)"})
+    assert verdict.passed and verdict.error is None
+    assert verdict.notes == ["derivation: f relies on .prefill (library answer, cell a)"]
+    assert "no points taken" in verdict.stdout and ".prefill" in verdict.stdout

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 __all__ = ["Exercise", "Question", "exercise", "question", "get", "get_question", "all_exercises", "all_questions",
-           "ASSIGNMENTS"]
+           "ASSIGNMENTS", "DERIVED", "derived", "derived_names", "resolve"]
 
 # Module of each assignment's exercises, in course order.
 ASSIGNMENTS = {
@@ -32,6 +32,69 @@ ASSIGNMENTS = {
     "04_crossover": "crossover",
     "05_under_load": "under_load",
 }
+
+# What each assignment asks students to derive: the library functions (``module.name`` or ``module.Class.name``
+# under rooflab) whose results its exercises ask for.  The one list: the checker switches all of them off while a
+# derivation runs (:func:`rooflab.check.library_answers`), the grader's source rules note their names in a
+# derivation (course/source_rules.py), and the grading sandbox's copy of the library for an assignment leaves out
+# its own and later assignments' (course/library_copy.py).  The course's own versions of exercises live in
+# :mod:`rooflab.earlier` (``earlier.WRITTEN_IN`` says whose).
+DERIVED = {
+    "01_two_phases": (
+        "serving.prefill", "serving.decode_step", "serving.request", "operations.forward_pass",
+        "operations.prefill_pass", "operations.decode_pass", "operations.body_bytes", "roofline.roofline",
+        "roofline.cost_si", "roofline.combine", "models.Model.weight_bytes", "models.Model.weight_bytes_si",
+        "models.Model.flops_per_token",
+    ),
+    "02_kv_cache": (
+        "serving.memory_budget", "memory.footprint", "operations.decode_terms", "operations.decode_total",
+        "models.Model.kv_bytes_per_token", "models.Model.kv_bytes_per_token_si",
+    ),
+    "03_quantization": (
+        "precision.Precision.bits_per_weight", "precision.Precision.bytes_per_weight",
+        "precision.Precision.embedding_bits_per_weight", "precision.Precision.embedding_bytes_per_weight",
+    ),
+    "04_crossover": (
+        "operations.expected_experts", "crossover.attention_share", "crossover.attention_crossover_len",
+        "crossover.balanced_output_len", "crossover.decode_compute_bound_batch",
+        "crossover.prefill_compute_bound_len", "crossover.ttft_exceeds_decode_len",
+    ),
+    "05_under_load": (
+        "fleet.steady_state", "fleet.frontier", "fleet.best_under_sla", "fleet.tensor_parallel_step",
+        "fleet.cost_per_million_tokens", "fleet.energy_per_token", "fleet._pass_si", "fleet._steady_si",
+        "fleet.SteadyState.cost_per_million", "fleet.SteadyState.energy_per_token", "calibration.predict",
+        "calibration.ideal_ratio",
+    ),
+}
+
+
+def derived(assignments=None) -> tuple[str, ...]:
+    """The dotted names of :data:`DERIVED` for ``assignments`` (default: all), in course order."""
+    chosen = list(DERIVED) if assignments is None else [a for a in DERIVED if a in assignments]
+    return tuple(name for assignment in chosen for name in DERIVED[assignment])
+
+
+def derived_names() -> frozenset[str]:
+    """The short names (``prefill``, ``weight_bytes``) of every library answer and of the course's own versions."""
+    from .. import earlier
+
+    return frozenset(name.rpartition(".")[2] for name in derived()) | frozenset(earlier.WRITTEN_IN)
+
+
+def resolve(dotted: str):
+    """The library object ``dotted`` names under rooflab ("crossover.balanced_output_len"); None if it is absent."""
+    module, *attributes = dotted.split(".")
+    try:
+        target = importlib.import_module(f"rooflab.{module}")
+    except ImportError:
+        return None
+    for attribute in attributes:
+        found = vars(target).get(attribute) if isinstance(target, type) else getattr(target, attribute, None)
+        if found is None:
+            return None
+        target = found
+    return target
+
 
 _EXERCISES: dict[str, "Exercise"] = {}
 _QUESTIONS: dict[str, "Question"] = {}
@@ -72,14 +135,8 @@ class Exercise:
             # The course's versions of this assignment's exercises and later ones; earlier ones are to build on.
             own = [getattr(earlier, name) for name in earlier.WRITTEN_IN if name not in self.built_on()]
             return tuple(library_answers()) + tuple(own)
-        found = []
-        for dotted in self.derive or ():  # "crossover.balanced_output_len", "fleet.SteadyState.energy_per_token"
-            module, *attributes = dotted.split(".")
-            target = importlib.import_module(f"rooflab.{module}")
-            for attribute in attributes:
-                target = vars(target)[attribute] if isinstance(target, type) else getattr(target, attribute)
-            found.append(target)
-        return tuple(found)
+        # "crossover.balanced_output_len", "fleet.SteadyState.energy_per_token": each on the one list (DERIVED).
+        return tuple(found for found in map(resolve, self.derive or ()) if found is not None)
 
 
 @dataclass(frozen=True)
