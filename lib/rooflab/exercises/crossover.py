@@ -94,7 +94,7 @@ def _decode_parts(answers, case, ref, rl):
 
 # -- Exercise 3: mixture of experts ------------------------------------------------------------------------------
 
-@exercise("moe_decode", A, derive=("serving.expected_experts", "serving.decode_step", "serving.request",
+@exercise("moe_decode", A, derive=("operations.expected_experts", "serving.decode_step", "serving.request",
                                    "operations.body_bytes", "crossover.decode_compute_bound_batch",
                                    "fleet.steady_state"), visible=[
     # batch 8: 7.2 experts, where k x B (16), min(E, k x B) (8) and k per token (2) are all off, and the bytes of
