@@ -272,3 +272,140 @@ def get_or_none(url, token):
         return get(url, token, timeout=2)
     except OSError:
         return None
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _browser_missing():
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Python playwright is not installed (pip install playwright)"
+    return None if CHROMIUM else "chromium is not installed (apt-get install chromium)"
+
+
+class Formgrader:
+    """`course formgrader OUT` as an instructor starts it: the lines it prints, and a way to stop it."""
+
+    def __init__(self, out):
+        self.port, self.token = free_port(), "semester-browser-token"
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.server = subprocess.Popen(
+            [sys.executable, "-m", "course", "formgrader", str(out), "--port", str(self.port), "--token", self.token],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+            start_new_session=True)
+        self.printed: list[str] = []
+        self.reader = threading.Thread(target=lambda: self.printed.extend(self.server.stdout), daemon=True)
+        self.reader.start()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and self.server.poll() is None and not any(
+                "When done" in line for line in self.printed):
+            time.sleep(0.2)
+        assert any("When done" in line for line in self.printed), "".join(self.printed)
+
+    def links(self):
+        """Every address the command printed."""
+        import re
+
+        return re.findall(r"http://\S+", "".join(self.printed))
+
+    def stop(self):
+        os.killpg(self.server.pid, signal.SIGTERM)
+        try:
+            self.server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.server.pid, signal.SIGKILL)
+            self.server.wait()
+        self.reader.join(timeout=5)
+
+
+@pytest.fixture
+def browser():
+    missing = _browser_missing()
+    if missing:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(missing)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+def _type_grade(page, score, comment):
+    """Type a score and a comment as a grader does (each saves when its field loses focus); wait for both saves."""
+    with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT") as saved:
+        page.fill(f"#{WRITTEN}", str(score))
+        page.press(f"#{WRITTEN}", "Tab")
+    with page.expect_response(lambda r: "/formgrader/api/comment/" in r.url and r.request.method == "PUT") as said:
+        page.fill(f"#{WRITTEN}-comment", comment)
+        page.press(f"#{WRITTEN}-comment", "Tab")
+    return saved.value, said.value
+
+
+def test_a_printed_direct_link_saves_in_a_fresh_browser(graded, browser, tmp_path):
+    server = Formgrader(graded)
+    try:
+        links = server.links()
+        ada = next(l for l in links if "/formgrader/submissions/" in l and "ada" in next(
+            line for line in server.printed if l in line))
+        # every printed address opens in a browser of its own, with no sign-in page
+        for link in links:
+            context = browser.new_context()
+            page = context.new_page()
+            response = page.goto(link)
+            assert response.ok and "/login" not in page.url, (link, page.url)
+            context.close()
+        context = browser.new_context()  # a fresh browser: no cookie but what the direct link gives
+        page = context.new_page()
+        page.goto(ada)
+        page.wait_for_selector(f"#{WRITTEN}")
+        saved, said = _type_grade(page, 7, "Bandwidth, yes; say which phase.")
+        # saved for real: the answer is the API's JSON, not a redirect to the login page
+        assert saved.status == 200 and saved.request.redirected_from is None and saved.json()["manual_score"] == 7
+        assert said.status == 200 and said.json()["manual_comment"] == "Bandwidth, yes; say which phase."
+        assert page.locator("#rooflab-save-error").count() == 0
+        page.reload()
+        page.wait_for_selector(f"#{WRITTEN}")
+        page.wait_for_function(f"document.getElementById('{WRITTEN}').value !== ''")
+        assert page.input_value(f"#{WRITTEN}") == "7"
+        assert page.input_value(f"#{WRITTEN}-comment") == "Bandwidth, yes; say which phase."
+        context.close()
+    finally:
+        server.stop()
+    assert _written(graded, "ada") == (7, False, "Bandwidth, yes; say which phase.")
+    assert course("feedback", graded).returncode == 0
+    with open(graded / "grades.csv", newline="") as handle:
+        assert {r["student"]: r["manual_score"] for r in csv.DictReader(handle)}["ada"] == "7"
+    assert "Bandwidth, yes; say which phase." in _page(graded, "ada")
+    exported = {}
+    for fmt in ("csv", "canvas", "moodle"):
+        assert course("export", graded, "--format", fmt, "-o", tmp_path / f"{fmt}.csv").returncode == 0
+        with open(tmp_path / f"{fmt}.csv", newline="", encoding="utf-8") as handle:
+            exported[fmt] = list(csv.DictReader(handle))
+    # ada: 40 autograded + 7 by hand = 47 of 50
+    assert next(r for r in exported["csv"] if r["student"] == "ada")["manual"] == "7"
+    assert next(r for r in exported["csv"] if r["student"] == "ada")["score"] == "47"
+    assert next(r for r in exported["canvas"] if r["SIS Login ID"] == "ada")[A] == "47"
+    assert next(r for r in exported["moodle"] if r["Username"] == "ada")[f"{A} (Real)"] == "47"
+
+
+def test_a_save_that_fails_says_so_on_the_page(graded, browser):
+    server = Formgrader(graded)
+    try:
+        ada = next(l for l in server.links() if "/formgrader/submissions/" in l)
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(ada)
+        page.wait_for_selector(f"#{WRITTEN}")
+        context.clear_cookies()  # as if the login had expired: the save is answered with the login page
+        page.fill(f"#{WRITTEN}", "3")
+        page.press(f"#{WRITTEN}", "Tab")
+        banner = page.locator("#rooflab-save-error")
+        banner.wait_for(timeout=15_000)
+        assert "NOT SAVED" in banner.inner_text() and "login" in banner.inner_text()
+        context.close()
+    finally:
+        server.stop()
+    assert _written(graded, "ada")[0] is None
