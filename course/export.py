@@ -73,9 +73,9 @@ class Line:
                     f"{self.autograded + self.late_penalty:g}/{self.autograded_max:g}{written}.{late}")
         if self.status == "pending":
             return (f"not final: written answers ({self.manual_pending:g} points) wait for manual grading; "
-                    f"autograded so far {self.autograded:g}/{self.autograded_max:g}")
+                    f"autograded so far {self.autograded:g}/{self.autograded_max:g}.{late}")
         if self.status == "ungradable":
-            return f"not graded: {self.reason}"
+            return f"not graded: {self.reason}{late}"
         return "not submitted"
 
 

@@ -269,7 +269,36 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
         for problem in written.problems:
             print(f"warning: {problem}", file=sys.stderr)
         _say_skipped(intake)
+        for warning in stale_release(root, selected):
+            print(f"warning: {warning}", file=sys.stderr)
     return rows
+
+
+def stale_release(root: Path, selected: list[str]) -> list[str]:
+    """Where the course's release/ is older than source/: the graded course's release (generated from source/
+    now) and release/ differ in a cell's id, type or text.  Grading reads source/, so the grades stand; what
+    is stale is the notebook the students were given."""
+    from .nbgrader_run import RELEASE, read_notebook
+
+    def cells(path: Path) -> list[tuple]:
+        return [(c.get("id"), c.get("cell_type"), "".join(c["source"]) if isinstance(c.get("source"), list)
+                 else c.get("source", "")) for c in read_notebook(path)["cells"]]
+
+    found = []
+    for assignment in selected:
+        for fresh in sorted((root / "release" / assignment).glob("*.ipynb")):
+            committed = RELEASE / assignment / fresh.name
+            if not committed.is_file():
+                found.append(f"release/{assignment}/{fresh.name} is missing: run `course build`")
+                continue
+            now, given = cells(fresh), cells(committed)
+            differ = [f"{a[0] or i}" for i, (a, b) in enumerate(zip(now, given)) if a != b]
+            if differ or len(now) != len(given):
+                what = f"cells {', '.join(differ[:5])}" + (" ..." if len(differ) > 5 else "") if differ \
+                    else f"{len(given)} cells, {len(now)} in source/"
+                found.append(f"release/{assignment} is older than source/ ({what} differ): the students' notebook "
+                             f"is not the one graded; run `course build`, and hand out the new release if it matters")
+    return found
 
 
 # --- submissions as they come (course.intake) -----------------------------------------------------------

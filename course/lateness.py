@@ -104,16 +104,19 @@ def parse_due(options: list[str] | None, known: list[str]) -> dict[str, str]:
 
 
 def save_due(out: Path, due: dict[str, str] | None) -> Policy:
-    """The policy of this run (course.toml, then ``due`` over it), kept in OUT/nbgrader/dates.json."""
+    """The policy of this run, kept in OUT/nbgrader/dates.json: course.toml's dates, under every ``--due`` given
+    to this graded course so far (a later run need not repeat them), under this run's ``due``."""
     from .nbgrader_run import ROOT
 
     policy = course_policy(ROOT)
-    policy = Policy({**policy.due, **(due or {})}, policy.penalty_per_day, policy.max_penalty)
     root = Path(out).resolve() / "nbgrader"
+    path = root / "dates.json"
+    given = json.loads(path.read_text(encoding="utf-8")).get("given", {}) if path.is_file() else {}
+    given = {**given, **(due or {})}
+    policy = Policy({**policy.due, **given}, policy.penalty_per_day, policy.max_penalty)
     root.mkdir(parents=True, exist_ok=True)
-    (root / "dates.json").write_text(json.dumps({"due": policy.due, "penalty_per_day": policy.penalty_per_day,
-                                                 "max_penalty": policy.max_penalty}, indent=1) + "\n",
-                                     encoding="utf-8")
+    path.write_text(json.dumps({"due": policy.due, "given": given, "penalty_per_day": policy.penalty_per_day,
+                                "max_penalty": policy.max_penalty}, indent=1) + "\n", encoding="utf-8")
     return policy
 
 
