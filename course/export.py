@@ -151,10 +151,11 @@ def export(out: Path, fmt: str, target: Path, names: dict[str, str] | None = Non
     if fmt in ("canvas", "moodle"):
         unmapped = sorted({line.assignment for line in lines} - set(titles))
         if unmapped:
+            effect = ("which matches no assignment of the LMS, so its import would create a new one" if fmt == "canvas"
+                      else "which you must map to the grade item by hand on import")
             result.notes.append(
                 f"warning: no {FORMATS[fmt].split()[0]} name for {', '.join(unmapped)}: the column keeps the course "
-                f"id, which matches no assignment of the LMS, so its import would create a new one. Map each "
-                f"with --name ID='LMS name' or [lms_names] in course.toml")
+                f"id, {effect}. Map each with --name ID='LMS name' or [lms_names] in course.toml")
     if fmt == "moodle" and roster is None:
         result.notes.append("no roster: the Username column is the login; Moodle aborts the import if one is not a "
                             "Moodle username (`course grade --roster` with Moodle's gradebook export checks this)")

@@ -5,7 +5,8 @@ succeeds; when it fails (the login expired, the server stopped, the gradebook re
 nothing, and the grade is lost on the next reload.  This extension adds, to every HTML page under
 ``/formgrader/``, a script that listens for any failed request of the page (jQuery's ``ajaxError``, which
 Backbone's saves go through) and shows a red banner saying what was not saved and why.  A save answered
-with the login page (HTTP 302 to /login, then HTML where JSON was expected) counts as failed too.
+with the login page (HTTP 302 to /login, then HTML where JSON was expected) counts as failed too; a save
+without a valid sign-in is refused with HTTP 403, and the banner says to sign in again.
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ SCRIPT = """
     var method = (settings.type || "GET").toUpperCase();
     var what = method === "GET" ? "Could not load " : "NOT SAVED: ";
     var why = xhr.status ? "HTTP " + xhr.status : "no answer from the server";
+    var signin = " (open an address `course formgrader` printed, then reload)";
     if (xhr.status === 200 && /login/i.test(xhr.responseText || "")) {
-      why = "the server asked for a login (open the address `course formgrader` printed, then reload)";
+      why = "the server asked for a sign-in" + signin;
+    } else if (xhr.status === 403) {
+      why = "HTTP 403: the server did not take this page's sign-in" + signin;
     } else if (error) {
       why += " (" + error + ")";
     }

@@ -410,7 +410,7 @@ def test_a_save_that_fails_says_so_on_the_page(graded, browser):
         page = context.new_page()
         page.goto(ada)
         page.wait_for_selector(f"#{WRITTEN}")
-        # as if the login had expired (the XSRF cookie kept): the save is answered with the login page
+        # as if the sign-in had expired (the XSRF cookie kept): the save is refused
         kept = [c for c in context.cookies() if c["name"] == "_xsrf"]
         context.clear_cookies()
         context.add_cookies(kept)
@@ -418,7 +418,7 @@ def test_a_save_that_fails_says_so_on_the_page(graded, browser):
         page.press(f"#{WRITTEN}", "Tab")
         banner = page.locator("#rooflab-save-error")
         banner.wait_for(timeout=15_000)
-        assert "NOT SAVED" in banner.inner_text() and "login" in banner.inner_text()
+        assert "NOT SAVED" in banner.inner_text() and "sign-in" in banner.inner_text()
         context.close()
     finally:
         server.stop()
