@@ -201,7 +201,7 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
         intake = _intake(Path(submissions), Path(scratch), roster, assignment)
         selected = [a for a in known if a in {h.assignment for h in intake.handins}]
         root = _course_root(out, selected, ledger)
-        _remember_intake(root, intake, roster)
+        _remember_intake(root, intake)
         for handin in intake.handins:
             student, assignment_id = handin.student, handin.assignment
             if assignment_id not in known:
@@ -329,7 +329,7 @@ def _intake(submissions: Path, scratch: Path, roster: Path | None, assignment: s
     return found
 
 
-def _remember_intake(root: Path, found: intake.Intake, roster) -> None:
+def _remember_intake(root: Path, found: intake.Intake) -> None:
     """The roster and each hand-in's time, kept in the graded course for exports, feedback and late work."""
     if found.roster is not None:
         found.roster.save(root / "roster.json")
