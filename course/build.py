@@ -422,7 +422,7 @@ def update(fresh: Path, committed: Path, write: bool = True) -> list[str]:
             reason = "new"
         elif name.suffix == ".ipynb":
             found = notebook_differences(read_notebook(target), read_notebook(fresh / name))
-            reason = found[0] + (f" (and {len(found) - 1} more)" if len(found) > 1 else "") if found else None
+            reason = "; ".join(found) if found else None  # every cell named: --check is read to fix them all
         else:
             reason = "changed" if target.read_bytes() != (fresh / name).read_bytes() else None
         if reason:

@@ -81,13 +81,45 @@ def _grade(args) -> int:
     limits = Limits(wall_seconds=args.timeout, memory_bytes=int(args.memory * 2**30))
     try:
         rows = grade(Path(args.submissions), out, workers=args.workers, limits=limits,
-                     no_sandbox=args.no_sandbox, feedback_now=args.feedback_now)
+                     no_sandbox=args.no_sandbox, feedback_now=args.feedback_now, **_intake_options(args))
     except NoSandbox as error:
         print(f"course grade: {error}", file=sys.stderr)
         return 2
+    except _intake_errors() as error:
+        print(f"course grade: {error}", file=sys.stderr)
+        return 1
     print(table(rows))
     _where(out)
     return 0
+
+
+def _intake_options(args) -> dict:
+    """grade()'s options for submissions as they come: --roster, --assignment, --due."""
+    from .lateness import parse_due
+    from .nbgrader_run import assignments
+
+    return {"roster": Path(args.roster) if args.roster else None, "assignment": args.assignment,
+            "due": parse_due(args.due, assignments())}
+
+
+def _intake_errors() -> tuple:
+    from .grade import NoSubmissions
+    from .lateness import DueDateError
+    from .roster import RosterError
+
+    return (NoSubmissions, DueDateError, RosterError, FileNotFoundError, ValueError)
+
+
+def _intake_arguments(grade) -> None:
+    grade.add_argument("--roster", metavar="FILE",
+                       help="the LMS's gradebook export (Canvas: Grades > Export; Moodle: Grades > Export > Plain "
+                            "text file, or the assignment's grading worksheet): maps the LMS ids in a download's "
+                            "file names to logins and names, and gives exports the LMS's identity columns")
+    grade.add_argument("--assignment", metavar="ID",
+                       help="the assignment of an LMS download whose notebooks do not carry its name")
+    grade.add_argument("--due", metavar="ID=TIME", action="append",
+                       help="due date of an assignment, ISO 8601 (2026-02-06T17:00:00+01:00; no zone: UTC), over "
+                            "[due] in course.toml; repeatable. Hand-ins after it are reported late")
 
 
 def _confirm(question: str, yes: bool) -> bool:
@@ -147,14 +179,26 @@ def _export(args) -> int:
 
     target = Path(args.output) if args.output else Path(args.out) / f"export-{args.format}.csv"
     try:
-        result = export(Path(args.out), args.format, target)
-    except NotGraded as error:
+        result = export(Path(args.out), args.format, target, names=_lms_names(args.name))
+    except (NotGraded, ValueError) as error:
         print(f"course export: {error}", file=sys.stderr)
         return 1
     print(f"{FORMATS[args.format]}: {target}")
     for line in result.notes:
         print(f"  {line}")
     return 0
+
+
+def _lms_names(options: list[str] | None) -> dict[str, str]:
+    """--name ID=NAME options: the LMS's name of each course assignment."""
+    names = {}
+    for option in options or []:
+        assignment, sep, name = option.partition("=")
+        if not sep or not name.strip():
+            raise SystemExit(f"course export: --name {option!r}: expected ID=NAME, e.g. "
+                             "01_two_phases='Assignment 1 (123456)'")
+        names[assignment.strip()] = name.strip()
+    return names
 
 
 def _demo(args) -> int:
@@ -213,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
                     "(Debian/Ubuntu: sudo apt-get install bubblewrap), or root with unshare and setpriv. "
                     "Grading into an existing OUT merges: new and changed submissions are autograded, the rest "
                     "is kept, manual grades and comments included; nothing is deleted unless --fresh.")
-    grade.add_argument("submissions", help="folder or zip of <student>/<assignment>/<notebook>.ipynb")
+    grade.add_argument("submissions", help="folder or zip of hand-ins: a Canvas 'Download Submissions' zip, a Moodle "
+                                           "'Download all submissions' zip, nbgrader's exchange inbound folder, or "
+                                           "<student>/<assignment>/<notebook>.ipynb")
     grade.add_argument("--workers", type=int, default=2, help="students graded at once (default 2)")
     grade.add_argument("--out", default="graded", help="the graded course: grades.csv, feedback/, report/ and "
                                                        "nbgrader/ (the gradebook) go here (default: graded)")
@@ -229,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="grade without isolating student code (every row then says so); by default each "
                             "submission's kernel runs in a bubblewrap sandbox: install it with "
                             "`sudo apt-get install bubblewrap`")
+    _intake_arguments(grade)
     grade.set_defaults(run=_grade)
 
     formgrader = command(
@@ -264,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
 
     export.add_argument("--format", choices=sorted(FORMATS), default="csv", help="default: csv")
     export.add_argument("--output", "-o", help="file to write (default: OUT/export-FORMAT.csv)")
+    export.add_argument("--name", metavar="ID=NAME", action="append",
+                        help="the LMS's name of an assignment, as its gradebook export heads the column (Canvas: "
+                             "'Assignment 1 (123456)'); over [lms_names] in course.toml; repeatable")
     export.set_defaults(run=_export)
 
     demo = command("demo", help="build, then grade a simulated class end to end",

@@ -19,6 +19,8 @@ from pathlib import Path
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
+from . import feedback_page
+
 GRADER_NOTE = "rooflab_grader_note"  # as course.graded has it (kept import-light: nbgrader loads this module)
 
 
@@ -75,6 +77,8 @@ def write(rows, root: Path, out: Path, include_pending: bool = False) -> Written
         for row in group:
             target = out / "feedback" / row.student / assignment
             made = root / "feedback" / row.student / assignment
+            if row.status == "not submitted":
+                continue  # nothing handed in: no page (grades.csv and the exports say so)
             if row.status == "ungradable":
                 _replace(target)
                 _ungradable_page(row, root, target)
@@ -82,6 +86,8 @@ def write(rows, root: Path, out: Path, include_pending: bool = False) -> Written
             elif row.student in ready and made.is_dir():
                 _replace(target)
                 shutil.copytree(made, target)
+                for page in target.glob("*.html"):
+                    feedback_page.finish(page, row)
                 written.pages.append((row.student, assignment))
             else:
                 # waiting for manual grading: a page now would show the written answer as 0
@@ -104,7 +110,7 @@ def regenerate(out: Path, include_pending: bool = False) -> Written:
 
     root = graded.root_of(out)
     graded.write_config(root)
-    rows = graded.read_rows(root)
+    rows = report.complete(graded.read_rows(root), root)
     written = write(rows, root, out.resolve(), include_pending)
     report.write(rows, root, out.resolve())
     return written

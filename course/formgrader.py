@@ -74,12 +74,33 @@ def free_port() -> int:
 
 
 def command(root: Path, port: int, token: str) -> list[str]:
+    # The login cookie covers the whole server ("/"): formgrader's handlers report a base URL of "" (nbgrader
+    # strips its slash), so by default a cookie set on a direct link's first visit covers only that page's
+    # path, and the page's saves, under /formgrader/api/, are sent to /login (HTTP 302) and lost.
     args = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.ip={HOST}",
             f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+            '--IdentityProvider.cookie_options={"path": "/"}',
+            '--ServerApp.jpserver_extensions={"course.formgrader_page": True}',
             f"--ServerApp.root_dir={root}"]
     if os.geteuid() == 0:
         args.append("--ServerApp.allow_root=True")  # a grading container often runs as root
     return args
+
+
+EXCHANGE_CONFIG = """# Written by `course formgrader`: an exchange folder of the graded course's own, so that formgrader's
+# assignment list finds a writable one (nbgrader's default, /srv/nbgrader/exchange, rarely exists).
+c = get_config()  # noqa: F821
+c.Exchange.root = {root!r}
+"""
+
+
+def exchange_config(root: Path) -> Path:
+    """A config folder for the server holding an nbgrader_config.py that names OUT/nbgrader/exchange."""
+    folder = root / "formgrader-config"
+    (root / "exchange").mkdir(parents=True, exist_ok=True)
+    folder.mkdir(exist_ok=True)
+    (folder / "nbgrader_config.py").write_text(EXCHANGE_CONFIG.format(root=str(root / "exchange")), encoding="utf-8")
+    return folder
 
 
 def start(root: Path, port: int, token: str, log=None) -> subprocess.Popen:
@@ -87,6 +108,8 @@ def start(root: Path, port: int, token: str, log=None) -> subprocess.Popen:
     from .nbgrader_run import environment
 
     env = environment()
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(
+        p for p in (str(exchange_config(root)), env.get("JUPYTER_CONFIG_PATH", "")) if p)
     env.pop("MPLBACKEND", None)  # the grader's own notebooks in this Lab show their figures inline
     return subprocess.Popen(command(root, port, token), cwd=root, env=env, stdin=subprocess.DEVNULL,
                             stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT)

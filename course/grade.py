@@ -1,7 +1,8 @@
 """`course grade`: a folder or zip of submissions in, grades, feedback and a report out.
 
 Steps, each of which records rather than stops on a bad submission:
-1. collect ``<student>/<assignment>/<notebook>.ipynb`` from a folder or zip;
+1. read the hand-ins from a folder or zip as they come: an LMS download (Canvas, Moodle), nbgrader's
+   exchange, or ``<student>/<assignment>/<files>`` (course.intake), LMS ids mapped through a roster;
 2. keep a private nbgrader course in ``OUT/nbgrader`` (course.graded) and generate the
    assignments there when their source changed (this fills its gradebook);
 3. pre-flight every new or changed submission (course.preflight); an unchanged one (same
@@ -25,11 +26,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from . import feedback, graded, preflight, report, sandbox
+from . import feedback, graded, intake, lateness, preflight, report, sandbox
+from . import roster as roster_module
 from .nbgrader_run import RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrader, write_notebook
 
 GIB = 2**30
@@ -37,26 +38,6 @@ GIB = 2**30
 
 # What grading one student may cost: defined once, with the sandbox (course/sandbox.py).
 Limits = sandbox.SandboxLimits
-
-
-def collect(submissions: Path, scratch: Path) -> Path:
-    """Return a folder of ``student/assignment/*.ipynb``; unzip a zip into ``scratch`` first."""
-    if submissions.is_file() and zipfile.is_zipfile(submissions):
-        target = scratch / "unzipped"
-        with zipfile.ZipFile(submissions) as archive:
-            for member in archive.infolist():
-                name = Path(member.filename)
-                if name.is_absolute() or ".." in name.parts or "__MACOSX" in name.parts:
-                    continue  # never write outside the target
-                archive.extract(member, target)
-        entries = [p for p in target.iterdir() if p.is_dir()]
-        # A zip of one folder holding the students: step into it.
-        if len(entries) == 1 and not any((entries[0] / a).is_dir() for a in assignments()):
-            return entries[0]
-        return target
-    if not submissions.is_dir():
-        raise FileNotFoundError(f"SUBMISSIONS must be a folder or a zip of <student>/<assignment>/*.ipynb: {submissions}")
-    return submissions
 
 
 def _course_root(out: Path, selected: list[str], ledger: graded.Ledger) -> Path:
@@ -184,12 +165,19 @@ class NoSandbox(RuntimeError):
 
 
 def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None = None,
-          quiet: bool = False, no_sandbox: bool = False, feedback_now: bool = False) -> list[report.Row]:
+          quiet: bool = False, no_sandbox: bool = False, feedback_now: bool = False,
+          roster: Path | None = None, assignment: str | None = None,
+          due: dict[str, str] | None = None) -> list[report.Row]:
     """Grade the submissions under ``submissions`` into the graded course ``out``, merging with what is there.
 
-    Returns one row per submission the graded course holds: this run's and every earlier one's.
+    ``submissions`` is a folder or zip in any layout course.intake reads; ``roster`` an LMS gradebook export
+    (course.roster); ``assignment`` the assignment of an LMS download whose notebook names do not say;
+    ``due`` assignment -> due time (ISO 8601), over the course's course.toml.  Raises NoSubmissions when
+    ``submissions`` holds no hand-in.  Returns one row per student and assignment of the graded course:
+    this run's, every earlier one's, and a ``not submitted`` row where nothing came.
     """
     limits = limits or Limits()
+    lateness.save_due(out, due)
     isolation = sandbox.NO_SANDBOX if no_sandbox else sandbox.isolation()
     if isolation == sandbox.NO_SANDBOX and not no_sandbox:
         raise NoSandbox("this machine offers no sandbox for student code: " + sandbox.INSTALL_HINT)
@@ -201,33 +189,29 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
     kept: dict[tuple[str, str], dict] = {}  # manual grades to carry across the autograde
     unchanged = 0
     with tempfile.TemporaryDirectory() as scratch:
-        folder = collect(Path(submissions), Path(scratch))
-        students = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-        found = sorted({a.name for s in students for a in (folder / s).iterdir() if a.is_dir()})
-        selected = [a for a in known if a in found]
+        intake = _intake(Path(submissions), Path(scratch), roster, assignment)
+        selected = [a for a in known if a in {h.assignment for h in intake.handins}]
         root = _course_root(out, selected, ledger)
-        for student in students:
-            for entry in sorted((folder / student).iterdir()):
-                if not entry.is_dir():
-                    continue
-                assignment = entry.name
-                if assignment not in known:
-                    ledger.entries[student, assignment] = graded.Entry(
-                        problem=f"unknown assignment {assignment!r} (this course has {', '.join(known)})")
-                    continue
-                files = sorted(p for p in entry.iterdir() if p.is_file())
-                digest, source = graded.digest(files), ledger.sources[assignment]
-                if _unchanged(ledger.entries.get((student, assignment)), digest, source,
-                              root / "autograded" / student / assignment):
-                    unchanged += 1
-                    continue
-                release = next((root / "release" / assignment).glob("*.ipynb"))
-                prepared = preflight.prepare(student, assignment, files, release)
-                ledger.entries[student, assignment] = graded.Entry(digest, source, prepared.notes, prepared.problem)
-                if prepared.notebook is not None:
-                    kept[student, assignment] = graded.keep_manual(root, student, assignment)
-                    write_notebook(prepared.notebook, root / "submitted" / student / assignment / release.name)
-                    work.setdefault(student, []).append(assignment)
+        _remember_intake(root, intake)
+        for handin in intake.handins:
+            student, assignment_id = handin.student, handin.assignment
+            if assignment_id not in known:
+                ledger.entries[student, assignment_id] = graded.Entry(
+                    problem=f"unknown assignment {assignment_id!r} (this course has {', '.join(known)})")
+                continue
+            files = sorted(handin.files)
+            digest, source = graded.digest(files), ledger.sources[assignment_id]
+            if _unchanged(ledger.entries.get((student, assignment_id)), digest, source,
+                          root / "autograded" / student / assignment_id):
+                unchanged += 1
+                continue
+            release = next((root / "release" / assignment_id).glob("*.ipynb"))
+            prepared = preflight.prepare(student, assignment_id, files, release)
+            ledger.entries[student, assignment_id] = graded.Entry(digest, source, prepared.notes, prepared.problem)
+            if prepared.notebook is not None:
+                kept[student, assignment_id] = graded.keep_manual(root, student, assignment_id)
+                write_notebook(prepared.notebook, root / "submitted" / student / assignment_id / release.name)
+                work.setdefault(student, []).append(assignment_id)
     # Submissions graded against a source that has changed since (a fixed test) are graded again from
     # submitted/, whether or not this run brought them.
     stale = 0
@@ -243,15 +227,19 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
     ledger.save()
 
     started = time.time()
+    # Every student of this run counts in the progress, those with nothing to run (unchanged, or
+    # ungradable before nbgrader) as done from the start.
+    everyone = {h.student for h in intake.handins} | set(work)
+    ready = len(everyone - set(work))
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = [pool.submit(_autograde, s, work[s], root, limits, isolation, Path(submissions).resolve())
                    for s in sorted(work)]
         for count, future in enumerate(as_completed(futures), 1):
             student, problems = future.result()
-            for assignment in work[student]:
-                ledger.entries[student, assignment].grader_problem = problems.get(assignment)
+            for assignment_id in work[student]:
+                ledger.entries[student, assignment_id].grader_problem = problems.get(assignment_id)
             if not quiet:
-                _progress(count, len(futures), started)
+                _progress(ready + count, len(everyone), started)
     review = []
     for (student, assignment), manual in kept.items():
         flagged = graded.restore_manual(root, student, assignment, manual)
@@ -259,7 +247,7 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
         graded.add_grader_notes(root, student, assignment)
     ledger.save()
 
-    rows = graded.read_rows(root, ledger)
+    rows = report.complete(graded.read_rows(root, ledger), root)
     written = feedback.write(rows, root, out, include_pending=feedback_now)
     report.write(rows, root, out)
     if not quiet:
@@ -271,4 +259,76 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
             print(f"review: {line}: manual grade kept, but the answer changed", file=sys.stderr)
         for problem in written.problems:
             print(f"warning: {problem}", file=sys.stderr)
+        _say_skipped(intake)
+        for warning in stale_release(root, selected):
+            print(f"warning: {warning}", file=sys.stderr)
     return rows
+
+
+def stale_release(root: Path, selected: list[str]) -> list[str]:
+    """Where the course's release/ is older than source/: the graded course's release (generated from source/
+    now) and release/ differ in a cell's id, type or text.  Grading reads source/, so the grades stand; what
+    is stale is the notebook the students were given."""
+    from .nbgrader_run import RELEASE, read_notebook
+
+    def cells(path: Path) -> list[tuple]:
+        return [(c.get("id"), c.get("cell_type"), "".join(c["source"]) if isinstance(c.get("source"), list)
+                 else c.get("source", "")) for c in read_notebook(path)["cells"]]
+
+    found = []
+    for assignment in selected:
+        for fresh in sorted((root / "release" / assignment).glob("*.ipynb")):
+            committed = RELEASE / assignment / fresh.name
+            if not committed.is_file():
+                found.append(f"release/{assignment}/{fresh.name} is missing: run `course build`")
+                continue
+            now, given = cells(fresh), cells(committed)
+            differ = [f"{a[0] or i}" for i, (a, b) in enumerate(zip(now, given)) if a != b]
+            if differ or len(now) != len(given):
+                what = f"cells {', '.join(differ[:5])}" + (" ..." if len(differ) > 5 else "") if differ \
+                    else f"{len(given)} cells, {len(now)} in source/"
+                found.append(f"release/{assignment} is older than source/ ({what} differ): the students' notebook "
+                             f"is not the one graded; run `course build`, and hand out the new release if it matters")
+    return found
+
+
+# --- submissions as they come (course.intake) -----------------------------------------------------------
+
+
+class NoSubmissions(RuntimeError):
+    """SUBMISSIONS held no hand-in that could be placed."""
+
+
+def _intake(submissions: Path, scratch: Path, roster: Path | None, assignment: str | None) -> intake.Intake:
+    """Every hand-in of ``submissions``, in any layout; raise NoSubmissions, saying what was seen, if none."""
+    from .nbgrader_run import RELEASE
+
+    known = assignments()
+    if assignment is not None and assignment not in known:
+        raise ValueError(f"--assignment {assignment!r}: not an assignment of this course ({', '.join(known)})")
+    names = {p.stem: a for a in known for p in (RELEASE / a).glob("*.ipynb")}
+    listed = roster_module.read(roster) if roster else None
+    folder = intake.unpack(submissions, scratch)
+    found = intake.read(folder, scratch, known, names, listed, assignment)
+    if not found.handins:
+        lines = [f"no submission found in {submissions}: {found.describe()}"]
+        lines += [f"  skipped {s.path}: {s.reason}" for s in found.skipped[:20]]
+        if len(found.skipped) > 20:
+            lines.append(f"  ... and {len(found.skipped) - 20} more")
+        raise NoSubmissions("\n".join(lines))
+    found.roster = listed
+    return found
+
+
+def _remember_intake(root: Path, found: intake.Intake) -> None:
+    """The roster and each hand-in's time, kept in the graded course for exports, feedback and late work."""
+    if found.roster is not None:
+        found.roster.save(root / "roster.json")
+    lateness.save_handins(root, found.handins)
+
+
+def _say_skipped(found: intake.Intake) -> None:
+    if found.skipped:
+        print(f"{len(found.skipped)} file(s) not graded, with why:", file=sys.stderr)
+        for skipped in found.skipped:
+            print(f"  skipped {skipped.path}: {skipped.reason}", file=sys.stderr)

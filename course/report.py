@@ -20,7 +20,8 @@ from pathlib import Path
 MISTAKE = re.compile(r"\[mistake: ([^\]]+)\]")
 HEADING = re.compile(r"^#{1,3}\s+(.+?)\s*$", re.M)
 COLUMNS = ["student", "assignment", "score", "max_score", "manual_pending", "status", "reason", "flags",
-           "manual_score"]
+           "manual_score", "late", "late_penalty"]
+NOT_SUBMITTED = "not submitted"
 
 
 @dataclass
@@ -32,7 +33,7 @@ class Row:
     score: float  # autograded points (a grader's override of a test cell included)
     max_score: float  # autograded points possible
     manual_pending: float  # points of written answers that wait for the instructor
-    status: str  # "graded" or "ungradable"
+    status: str  # "graded", "ungradable" or "not submitted"
     reason: str
     cells: dict[str, tuple[float, float]] = field(default_factory=dict)  # grade_id -> (score, max), code cells
     mistakes: list[tuple[str, str]] = field(default_factory=list)  # (grade_id, mistake)
@@ -40,6 +41,10 @@ class Row:
     manual_score: float = 0.0  # points given by hand to written answers so far
     manual_max: float = 0.0  # points of all written answers
     failed_untagged: int = 0  # failing test cells whose message names no known mistake
+    blank: int = 0  # failing test cells of exercises the student left as released (not attempted)
+    manual_review: float = 0.0  # points of kept manual scores waiting for a second look (counted in manual_score)
+    late: str = ""  # "late by 2 h 5 min", or "" when on time or no due date
+    late_penalty: float = 0.0  # points taken off for lateness (0 unless a penalty is configured)
 
     def as_csv(self) -> dict:
         return {
@@ -52,16 +57,24 @@ class Row:
             "reason": self.reason,
             "flags": "; ".join(self.flags),
             "manual_score": f"{self.manual_score:g}",
+            "late": self.late,
+            "late_penalty": f"{self.late_penalty:g}" if self.late_penalty else "",
         }
 
 
-def _mistakes(path: Path) -> tuple[list[tuple[str, str]], int]:
-    """(grade_id, mistake) for every tagged failure in a graded notebook, and how many failures had no tag."""
+# A blank answer cell raises the released stub's NotImplementedError before it defines anything, so its test
+# cells fail on a name that is not defined (course.kernel_runner's message).
+BLANK = ("NotImplementedError", "is not defined")
+
+
+def _mistakes(path: Path) -> tuple[list[tuple[str, str]], int, int]:
+    """(grade_id, mistake) for every tagged failure in a graded notebook, how many failures had no tag, and how
+    many failed because the answer was left as released (a blank, counted apart from unnamed mistakes)."""
     try:
         notebook = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return [], 0
-    found, untagged = [], 0
+        return [], 0, 0
+    found, untagged, blank = [], 0, 0
     for cell in notebook.get("cells", []):
         grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
         tagged = False
@@ -73,8 +86,12 @@ def _mistakes(path: Path) -> tuple[list[tuple[str, str]], int]:
                 found.append((grade_id, mistake))
                 tagged = True
         if errors and grade_id and not tagged:
-            untagged += 1
-    return found, untagged
+            text = " ".join(f"{o.get('ename', '')} {o.get('evalue', '')}" for o in errors)
+            if any(marker in text for marker in BLANK):
+                blank += 1
+            else:
+                untagged += 1
+    return found, untagged, blank
 
 
 def _record(root: Path, student: str, assignment: str) -> dict:
@@ -122,7 +139,7 @@ def collect_rows(root: Path, outcomes, problems: dict, isolation: str | None = N
                 rows.append(Row(outcome.student, outcome.assignment, 0.0, top, 0.0, "ungradable",
                                 _join(record["problem"], reason), flags=flags))
                 continue
-            cells, pending, manual, manual_max = {}, 0.0, 0.0, 0.0
+            cells, pending, manual, manual_max, review = {}, 0.0, 0.0, 0.0, 0.0
             for notebook in submission.notebooks:
                 for g in notebook.grades:
                     if g.cell_type == "code":
@@ -131,17 +148,56 @@ def collect_rows(root: Path, outcomes, problems: dict, isolation: str | None = N
                         manual_max += float(g.max_score)
                         if not g.needs_manual_grade:
                             manual += float(g.score)
+                        elif g.manual_score is not None:
+                            # kept through a re-grade, to be looked at again: still the score given
+                            manual += float(g.manual_score)
+                            review += float(g.max_score)
                     if g.needs_manual_grade:
                         pending += float(g.max_score)
             score = sum(s for s, _ in cells.values())
-            mistakes, untagged = [], 0
+            mistakes, untagged, blank = [], 0, 0
             for path in graded:
-                found, missed = _mistakes(path)
+                found, missed, left = _mistakes(path)
                 mistakes += found
                 untagged += missed
+                blank += left
             rows.append(Row(outcome.student, outcome.assignment, score, top, pending, "graded", reason, cells, mistakes,
-                            flags, manual, manual_max, untagged))
+                            flags, manual, manual_max, untagged, blank, review))
     return sorted(rows, key=lambda r: (r.student, r.assignment))
+
+
+def complete(rows: list[Row], root: Path) -> list[Row]:
+    """``rows`` with how late each hand-in was, and a ``not submitted`` row for every student and assignment
+    that has none: students of the graded course and of its roster, assignments handed in or given a due date.
+
+    A late penalty (course.lateness, off by default) is taken off the autograded score, never below 0.
+    """
+    from . import lateness
+    from .roster import Roster
+
+    policy = lateness.load_policy(root)
+    handins = lateness.load_handins(root)
+    roster = Roster.load(root / "roster.json")
+    students = {r.student for r in rows} | ({s.login for s in roster.students} if roster else set())
+    assignments = {r.assignment for r in rows} | set(policy.due)
+    present = {(r.student, r.assignment) for r in rows}
+    maxima = {r.assignment: r.max_score for r in rows if r.status == "graded"}
+    done = []
+    for row in rows:
+        late = lateness.late(policy, row.assignment, handins.get((row.student, row.assignment)))
+        if late is not None:
+            row.late = late.describe()
+            if row.status == "graded" and late.penalty_share:
+                row.late_penalty = min(row.score, late.penalty_share * (row.max_score + row.manual_max))
+                row.score -= row.late_penalty
+        done.append(row)
+    for student in sorted(students):
+        for assignment in sorted(assignments):
+            if (student, assignment) not in present:
+                due = policy.due.get(assignment)
+                done.append(Row(student, assignment, 0.0, maxima.get(assignment, 0.0), 0.0, NOT_SUBMITTED,
+                                f"nothing handed in (due {due})" if due else "nothing handed in"))
+    return sorted(done, key=lambda r: (r.student, r.assignment))
 
 
 def _join(*parts: str) -> str:
@@ -205,13 +261,18 @@ def _report(rows: list[Row], folder: Path) -> None:
     for row in rows:
         by_assignment[row.assignment].append(row)
     for assignment, group in sorted(by_assignment.items()):
-        group = sorted(group, key=lambda r: r.student)
+        absent = sorted(r.student for r in group if r.status == NOT_SUBMITTED)
+        group = sorted((r for r in group if r.status != NOT_SUBMITTED), key=lambda r: r.student)
         graded = [r for r in group if r.status == "graded"]
         broken = [r for r in group if r.status != "graded"]
         waiting = [r for r in graded if r.manual_pending > 0]
         lines += [f"## {assignment}", "",
                   f"{len(group)} submissions: {len(graded)} graded ({len(waiting)} with written answers still to "
-                  f"grade by hand), {len(broken)} ungradable.", ""]
+                  f"grade by hand), {len(broken)} ungradable."
+                  + (f" Not submitted: {len(absent)} ({', '.join(absent)})." if absent else ""), ""]
+        late = [r for r in group if r.late]
+        if late:
+            lines += [f"Late: {len(late)} (" + ", ".join(f"{r.student} {r.late}" for r in late) + ").", ""]
         labels = exercises(assignment)
         columns = list(dict.fromkeys(labels.get(g, g) for r in graded for g in r.cells))
         order = {label: i for i, label in enumerate(dict.fromkeys(labels.values()))}
@@ -247,6 +308,7 @@ def _report(rows: list[Row], folder: Path) -> None:
                 where[key].add(grade_id)
         counted = Counter({key: len(students) for key, students in who.items()})
         untagged = sum(r.failed_untagged for r in graded)
+        blanks = sum(r.blank for r in graded)
         if counted:
             _mistake_chart(plt, counted, folder / f"{assignment}_mistakes.png", assignment)
             lines += [f"![mistakes named by the checker]({assignment}_mistakes.png)", "",
@@ -258,8 +320,11 @@ def _report(rows: list[Row], folder: Path) -> None:
         elif untagged:
             lines.append(f"The checker named no known mistake: the {untagged} failing test cell(s) failed in ways "
                          "it has no name for (see the feedback pages for their messages).")
-        else:
+        elif not blanks:
             lines.append("No test failed, so there is no mistake to name.")
+        if blanks:
+            lines.append(f"- {blanks} failing test cell(s) of exercises left blank (the answer's function was never "
+                         f"defined), in {sum(r.blank > 0 for r in graded)} submission(s): not a mistake, not attempted")
         lines.append("")
 
         if graded:

@@ -297,3 +297,15 @@ def test_a_failing_reference_is_a_problem_line_and_nothing_is_written(tmp_path):
         "problem: README.md: `99_tiny` is listed with 3 + 0 points, the notebooks' metadata has 2 + 0"]
     assert "\x1b[" not in done.stderr and "Traceback" not in done.stderr and "built" not in done.stdout
     assert not (course / "release").exists() and not (course / "solutions").exists()
+
+
+def test_a_check_names_every_out_of_date_cell(tmp_path):
+    cells = [{"cell_type": "markdown", "id": f"c{i}", "metadata": {}, "source": f"text {i}"} for i in range(3)]
+    old = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    new = json.loads(json.dumps(old))
+    new["cells"][0]["source"] = "text zero"
+    new["cells"][2]["source"] = "text two"
+    write_notebook(old, tmp_path / "committed" / "nb.ipynb")
+    write_notebook(new, tmp_path / "fresh" / "nb.ipynb")
+    (line,) = update(tmp_path / "fresh", tmp_path / "committed", write=False)
+    assert "cell 0 (c0): source differs" in line and "cell 2 (c2): source differs" in line and "more" not in line
