@@ -9,12 +9,20 @@ Grading happens once per session whatever the scheduling: the first worker to ne
 under a file lock shared by the workers of the run, the others wait and read its result.  (pytest-xdist
 3.8 groups nothing on pytest 9.2, pytest-xdist#1386, hence pytest < 9.2 in pyproject.toml; if grouping
 breaks again, the suite gets slower, not wrong.)
+
+A Ctrl-C (or a SIGTERM) stops every process the run started: nbgrader and the sandboxes run in sessions of
+their own (course.nbgrader_run), so the terminal's SIGINT never reaches them, and a grading thread would
+otherwise wait for them to finish.  Each pytest process, the controller and each worker, then kills its whole
+tree of descendants, again and again until it exits, so that a grading queued behind the one killed dies too.
 """
 
 import fcntl
 import os
 import pickle
+import signal
+import threading
 
+import psutil
 import pytest
 
 from course import sandbox
@@ -55,3 +63,46 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(GRADED_CLASS))
         elif item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.xdist_group(SLOW))
+
+
+# --- Ctrl-C: nothing left running ---------------------------------------------------------------------
+
+
+def stop_descendants() -> int:
+    """Kill (SIGKILL) every process below this one, taken as one snapshot; return how many were signalled."""
+    try:
+        tree = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return 0
+    for process in tree:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass  # already gone
+    return len(tree)
+
+
+def _keep_stopping() -> None:
+    # A grading thread may start the next queued student after its first nbgrader was killed: keep killing
+    # until this process exits (a daemon thread dies with it).
+    while True:
+        stop_descendants()
+        threading.Event().wait(0.2)
+
+
+def _interrupted(signum, frame):
+    if not any(t.name == "stop-descendants" for t in threading.enumerate()):
+        threading.Thread(target=_keep_stopping, name="stop-descendants", daemon=True).start()
+    if signum == signal.SIGINT:
+        signal.default_int_handler(signum, frame)  # KeyboardInterrupt: pytest ends the run and says so
+    raise SystemExit(128 + signum)
+
+
+def pytest_configure(config):
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _interrupted)
+        signal.signal(signal.SIGTERM, _interrupted)
+
+
+def pytest_unconfigure(config):
+    stop_descendants()  # a fixture's server whose teardown never ran (an interrupted run)
