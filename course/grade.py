@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import feedback, graded, preflight, report, sandbox
+from . import feedback, gradebook_db, graded, preflight, report, sandbox
 from .nbgrader_run import RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrader, write_notebook
 
 GIB = 2**30
@@ -95,6 +95,7 @@ def _course_root(out: Path, selected: list[str], ledger: graded.Ledger) -> Path:
 def start_over(out: Path) -> None:
     """Delete what `course grade` made in ``out`` (--fresh): the gradebook and its folders, feedback, report."""
     out = Path(out)
+    gradebook_db.clear(out / "nbgrader")  # a database outside OUT: its tables
     for name in ("nbgrader", "feedback", "report"):
         if (out / name).is_dir():
             shutil.rmtree(out / name)
@@ -193,9 +194,11 @@ class NoSandbox(RuntimeError):
 
 
 def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None = None,
-          quiet: bool = False, no_sandbox: bool = False, feedback_now: bool = False) -> list[report.Row]:
+          quiet: bool = False, no_sandbox: bool = False, feedback_now: bool = False,
+          db: str | None = None) -> list[report.Row]:
     """Grade the submissions under ``submissions`` into the graded course ``out``, merging with what is there.
 
+    ``db``: the gradebook's database URL for a first grading (course/gradebook_db.py; default: SQLite in OUT).
     Returns one row per submission the graded course holds: this run's and every earlier one's.
     """
     limits = limits or Limits()
@@ -204,6 +207,7 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
         raise NoSandbox("this machine offers no sandbox for student code: " + sandbox.INSTALL_HINT)
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    gradebook_db.choose(out / "nbgrader", db)
     known = assignments()
     ledger = graded.Ledger.load(out / "nbgrader")
     work: dict[str, list[str]] = {}  # student -> assignments to autograde
