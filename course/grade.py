@@ -189,16 +189,30 @@ def _unchanged(previous: graded.Entry | None, files: str, source: str, autograde
     return previous.source == source and autograded.is_dir()
 
 
+def _as_they_come(jobs: list[tuple], workers: int, scheduler: str | None):
+    """(student, problems) of each ``_autograde(*job)`` as it ends: on ``workers`` threads here, or on the
+    Dask cluster at ``scheduler``."""
+    if scheduler:
+        from .cluster import run_on
+
+        yield from run_on(scheduler, jobs)
+        return
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for future in as_completed([pool.submit(_autograde, *job) for job in jobs]):
+            yield future.result()
+
+
 class NoSandbox(RuntimeError):
     """Grading was asked for on a machine that offers no isolation, without --no-sandbox."""
 
 
 def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None = None,
           quiet: bool = False, no_sandbox: bool = False, feedback_now: bool = False,
-          db: str | None = None) -> list[report.Row]:
+          db: str | None = None, scheduler: str | None = None) -> list[report.Row]:
     """Grade the submissions under ``submissions`` into the graded course ``out``, merging with what is there.
 
     ``db``: the gradebook's database URL for a first grading (course/gradebook_db.py; default: SQLite in OUT).
+    ``scheduler``: a Dask scheduler's address: each student's autograde runs on its cluster (course/cluster.py).
     Returns one row per submission the graded course holds: this run's and every earlier one's.
     """
     limits = limits or Limits()
@@ -208,6 +222,10 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     gradebook_db.choose(out / "nbgrader", db)
+    if scheduler:
+        from .cluster import check
+
+        check(scheduler)
     known = assignments()
     ledger = graded.Ledger.load(out / "nbgrader")
     work: dict[str, list[str]] = {}  # student -> assignments to autograde
@@ -256,15 +274,12 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
     ledger.save()
 
     started = time.time()
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(_autograde, s, work[s], root, limits, isolation, Path(submissions).resolve())
-                   for s in sorted(work)]
-        for count, future in enumerate(as_completed(futures), 1):
-            student, problems = future.result()
-            for assignment in work[student]:
-                ledger.entries[student, assignment].grader_problem = problems.get(assignment)
-            if not quiet:
-                _progress(count, len(futures), started)
+    jobs = [(s, work[s], root, limits, isolation, Path(submissions).resolve()) for s in sorted(work)]
+    for count, (student, problems) in enumerate(_as_they_come(jobs, workers, scheduler), 1):
+        for assignment in work[student]:
+            ledger.entries[student, assignment].grader_problem = problems.get(assignment)
+        if not quiet:
+            _progress(count, len(jobs), started)
     review = []
     for (student, assignment), manual in kept.items():
         flagged = graded.restore_manual(root, student, assignment, manual)
