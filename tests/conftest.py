@@ -1,9 +1,8 @@
 """What the tests share: the demo class, graded once per session, and where the slow tests run.
 
-`make test` runs the suite on two pytest-xdist workers with ``--dist loadgroup``.  The tests that read the
-graded class form one group, which one worker runs, grading the class once; the other slow tests (a build,
-a fresh environment, a few small gradings) form a second group, which the other worker runs meanwhile;
-the quick tests fill in around them.
+`make test` runs the suite on two pytest-xdist workers with ``--dist loadgroup``.  The slow tests of each
+file form a group, which one worker runs, so that the file's module fixtures (a class graded once, a server
+started once) are made once; the files spread over both workers and the quick tests fill in around them.
 
 Grading happens once per session whatever the scheduling: the first worker to need the class grades it
 under a file lock shared by the workers of the run, the others wait and read its result.  (pytest-xdist
@@ -31,8 +30,7 @@ from course import sandbox
 # are the same (the tests run in the grader either way); CI installs bubblewrap and never grades bare.
 BARE = not os.environ.get("CI") and sandbox.isolation() == sandbox.NO_SANDBOX
 
-GRADED_CLASS = "graded_class"  # the demo class graded once, and every test that reads it
-SLOW = "slow"  # every other test marked slow
+SLOW = "slow"  # the tests marked slow, grouped by file
 
 
 @pytest.fixture(scope="session")
@@ -58,11 +56,11 @@ def graded(tmp_path_factory):
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
+    # The slow tests of one file share its module fixtures (a class graded once, a server started once): one
+    # group per file keeps them on one worker, while the files spread over both.
     for item in items:
-        if "graded" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(GRADED_CLASS))
-        elif item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.xdist_group(SLOW))
+        if item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.xdist_group(f"{SLOW}:{item.nodeid.split('::')[0]}"))
 
 
 # --- Ctrl-C: nothing left running ---------------------------------------------------------------------
