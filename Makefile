@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RUN    := PATH="$(CURDIR)/$(BIN):$$PATH"
 
-.PHONY: demo test test-pythons lab build grade bench clean
+.PHONY: demo test test-all test-exhaustive test-pythons lab build grade bench clean
 
 # The environment is exactly the Binder one: the same pinned file, then this package.
 $(STAMP): .binder/requirements.txt pyproject.toml
@@ -28,10 +28,19 @@ $(STAMP): .binder/requirements.txt pyproject.toml
 demo: $(STAMP)
 	$(RUN) $(BIN)/course demo
 
-# Two workers: one grades the demo class once for the tests that read it, the other runs the other slow
-# tests meanwhile (tests/conftest.py); then the 10 slowest tests.
+# `make test`: every test not marked exhaustive, on two workers, a count of tests done as it goes, then the
+# 10 slowest.  It grades small classes in the sandbox and drives the browser through one notebook; the whole
+# demo class, every adversarial kind and every notebook in the browser are `make test-all`'s (README, Tests).
+PYTEST := $(RUN) $(BIN)/python -m pytest -q -n 2 --dist loadgroup -o console_output_style=count --durations=10
 test: $(STAMP)
-	$(RUN) $(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=10
+	$(PYTEST) -m "not exhaustive"
+
+# Only what `make test` leaves out: the tests marked exhaustive (tests/conftest.py groups the demo class's).
+test-exhaustive: $(STAMP)
+	$(PYTEST) -m exhaustive
+
+# Everything: `make test`, the exhaustive tests, and the library on every Python found (what .ci/run runs).
+test-all: test test-exhaustive test-pythons
 
 # The library's tests and one notebook on every Python 3.10-3.13 found here, each in .venvs/ (.ci/test-pythons).
 test-pythons:

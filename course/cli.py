@@ -69,6 +69,8 @@ def _build(args) -> int:
 
 def _grade(args) -> int:
     from .grade import Limits, NoSandbox, grade, start_over
+    from .cluster import NoCluster
+    from .gradebook_db import BadDatabase
     from .show import table
 
     out = Path(args.out)
@@ -81,8 +83,9 @@ def _grade(args) -> int:
     limits = Limits(wall_seconds=args.timeout, memory_bytes=int(args.memory * 2**30))
     try:
         rows = grade(Path(args.submissions), out, workers=args.workers, limits=limits,
-                     no_sandbox=args.no_sandbox, feedback_now=args.feedback_now, **_intake_options(args))
-    except NoSandbox as error:
+                     no_sandbox=args.no_sandbox, feedback_now=args.feedback_now, db=args.db,
+                     scheduler=args.scheduler, **_intake_options(args))
+    except (NoSandbox, BadDatabase, NoCluster) as error:
         print(f"course grade: {error}", file=sys.stderr)
         return 2
     except _intake_errors() as error:
@@ -271,6 +274,14 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--fresh", action="store_true",
                        help="delete OUT's previous grading (manual grades included) and start over; asks first")
     grade.add_argument("--yes", action="store_true", help="answer yes to --fresh's question")
+    grade.add_argument("--db", metavar="URL", default=None,
+                       help="the gradebook, for graders working at once: postgresql://USER@HOST:PORT/DATABASE "
+                            "(default: SQLite in OUT/nbgrader; c.CourseGrade.db_url in nbgrader_config.py also "
+                            "sets it); recorded in OUT at the first grading, so later commands need not repeat it")
+    grade.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                       help="grade each student on a Dask cluster (tcp://HOST:8786); its workers need this course "
+                            "at the same path, OUT on a shared filesystem and, on several machines, --db "
+                            "postgresql://...; --workers is then the cluster's")
     grade.add_argument("--no-sandbox", action="store_true",
                        help="grade without isolating student code (every row then says so); by default each "
                             "submission's kernel runs in a bubblewrap sandbox: install it with "

@@ -11,8 +11,10 @@ Pages of submissions that went back to pending (a changed hand-in) are removed: 
 from __future__ import annotations
 
 import html
+import os
 import shutil
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,16 +66,25 @@ def write(rows, root: Path, out: Path, include_pending: bool = False) -> Written
     by_assignment = defaultdict(list)
     for row in rows:
         by_assignment[row.assignment].append(row)
+    ready, generate = {}, {}
     for assignment, group in sorted(by_assignment.items()):
-        ready = {r.student for r in group if r.status == "graded" and (include_pending or r.manual_pending == 0)}
+        ready[assignment] = {r.student for r in group
+                             if r.status == "graded" and (include_pending or r.manual_pending == 0)}
         autograded = {p.parent.name for p in (root / "autograded").glob(f"*/{assignment}") if p.is_dir()}
-        if ready & autograded:
-            exclude = ",".join(sorted(autograded - ready))
-            done = nbgrader("generate_feedback", assignment, "--force",
-                            f"--CourseDirectory.student_id_exclude={exclude}", root=root)
-            if done.returncode != 0:
-                written.problems.append(f"generate_feedback {assignment}: "
-                                        f"{_nbgrader_error(done.stdout + done.stderr, done.returncode)}")
+        if ready[assignment] & autograded:
+            generate[assignment] = ",".join(sorted(autograded - ready[assignment]))
+    # One nbgrader process per assignment, side by side: generate_feedback only reads the gradebook.
+    with ThreadPoolExecutor(max_workers=max(1, min(len(generate), os.cpu_count() or 1))) as pool:
+        runs = {assignment: pool.submit(nbgrader, "generate_feedback", assignment, "--force",
+                                        f"--CourseDirectory.student_id_exclude={exclude}", root=root)
+                for assignment, exclude in generate.items()}
+    for assignment, run in sorted(runs.items()):
+        done = run.result()
+        if done.returncode != 0:
+            written.problems.append(f"generate_feedback {assignment}: "
+                                    f"{_nbgrader_error(done.stdout + done.stderr, done.returncode)}")
+    for assignment, group in sorted(by_assignment.items()):
+        ready_here = ready[assignment]
         for row in group:
             target = out / "feedback" / row.student / assignment
             made = root / "feedback" / row.student / assignment
@@ -83,7 +94,7 @@ def write(rows, root: Path, out: Path, include_pending: bool = False) -> Written
                 _replace(target)
                 _ungradable_page(row, root, target)
                 written.ungradable.append((row.student, assignment))
-            elif row.student in ready and made.is_dir():
+            elif row.student in ready_here and made.is_dir():
                 _replace(target)
                 shutil.copytree(made, target)
                 for page in target.glob("*.html"):

@@ -29,7 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from . import feedback, graded, intake, lateness, preflight, report, sandbox
+from . import feedback, gradebook_db, graded, intake, lateness, preflight, report, sandbox
 from . import roster as roster_module
 from .nbgrader_run import RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrader, write_notebook
 
@@ -67,6 +67,7 @@ def _course_root(out: Path, selected: list[str], ledger: graded.Ledger) -> Path:
 def start_over(out: Path) -> None:
     """Delete what `course grade` made in ``out`` (--fresh): the gradebook and its folders, feedback, report."""
     out = Path(out)
+    gradebook_db.clear(out / "nbgrader")  # a database outside OUT: its tables
     for name in ("nbgrader", "feedback", "report"):
         if (out / name).is_dir():
             shutil.rmtree(out / name)
@@ -160,6 +161,19 @@ def _unchanged(previous: graded.Entry | None, files: str, source: str, autograde
     return previous.source == source and autograded.is_dir()
 
 
+def _as_they_come(jobs: list[tuple], workers: int, scheduler: str | None):
+    """(student, problems) of each ``_autograde(*job)`` as it ends: on ``workers`` threads here, or on the
+    Dask cluster at ``scheduler``."""
+    if scheduler:
+        from .cluster import run_on
+
+        yield from run_on(scheduler, jobs)
+        return
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for future in as_completed([pool.submit(_autograde, *job) for job in jobs]):
+            yield future.result()
+
+
 class NoSandbox(RuntimeError):
     """Grading was asked for on a machine that offers no isolation, without --no-sandbox."""
 
@@ -167,12 +181,15 @@ class NoSandbox(RuntimeError):
 def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None = None,
           quiet: bool = False, no_sandbox: bool = False, feedback_now: bool = False,
           roster: Path | None = None, assignment: str | None = None,
-          due: dict[str, str] | None = None) -> list[report.Row]:
+          due: dict[str, str] | None = None, db: str | None = None,
+          scheduler: str | None = None) -> list[report.Row]:
     """Grade the submissions under ``submissions`` into the graded course ``out``, merging with what is there.
 
     ``submissions`` is a folder or zip in any layout course.intake reads; ``roster`` an LMS gradebook export
     (course.roster); ``assignment`` the assignment of an LMS download whose notebook names do not say;
-    ``due`` assignment -> due time (ISO 8601), over the course's course.toml.  Raises NoSubmissions when
+    ``due`` assignment -> due time (ISO 8601), over the course's course.toml.  ``db``: the gradebook's database
+    URL for a first grading (course/gradebook_db.py; default: SQLite in OUT).  ``scheduler``: a Dask scheduler's
+    address: each student's autograde runs on its cluster (course/cluster.py).  Raises NoSubmissions when
     ``submissions`` holds no hand-in.  Returns one row per student and assignment of the graded course:
     this run's, every earlier one's, and a ``not submitted`` row where nothing came.
     """
@@ -183,6 +200,11 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
         raise NoSandbox("this machine offers no sandbox for student code: " + sandbox.INSTALL_HINT)
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    gradebook_db.choose(out / "nbgrader", db)
+    if scheduler:
+        from .cluster import check
+
+        check(scheduler)
     known = assignments()
     ledger = graded.Ledger.load(out / "nbgrader")
     work: dict[str, list[str]] = {}  # student -> assignments to autograde
@@ -231,15 +253,12 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
     # ungradable before nbgrader) as done from the start.
     everyone = {h.student for h in intake.handins} | set(work)
     ready = len(everyone - set(work))
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(_autograde, s, work[s], root, limits, isolation, Path(submissions).resolve())
-                   for s in sorted(work)]
-        for count, future in enumerate(as_completed(futures), 1):
-            student, problems = future.result()
-            for assignment_id in work[student]:
-                ledger.entries[student, assignment_id].grader_problem = problems.get(assignment_id)
-            if not quiet:
-                _progress(ready + count, len(everyone), started)
+    jobs = [(s, work[s], root, limits, isolation, Path(submissions).resolve()) for s in sorted(work)]
+    for count, (student, problems) in enumerate(_as_they_come(jobs, workers, scheduler), 1):
+        for assignment_id in work[student]:
+            ledger.entries[student, assignment_id].grader_problem = problems.get(assignment_id)
+        if not quiet:
+            _progress(ready + count, len(everyone), started)
     review = []
     for (student, assignment), manual in kept.items():
         flagged = graded.restore_manual(root, student, assignment, manual)

@@ -79,7 +79,10 @@ def _gradebook_submissions(root: Path) -> list[tuple[str, str]]:
 
 
 def db_url(root: Path) -> str:
-    return f"sqlite:///{root / 'gradebook.db'}"
+    """The gradebook's URL: OUT/nbgrader/gradebook.db, or the database `course grade --db` recorded."""
+    from .gradebook_db import url_of
+
+    return url_of(root)
 
 
 def digest(files: list[Path]) -> str:
@@ -101,8 +104,10 @@ def source_digest(assignment: str) -> str:
 
 def root_of(out: Path) -> Path:
     """OUT/nbgrader, checked: a graded course has a gradebook there."""
+    from .gradebook_db import exists
+
     root = out.resolve() / "nbgrader"
-    if not (root / "gradebook.db").is_file():
+    if not exists(root):
         raise NotGraded(f"{out} is not a graded course (no {root / 'gradebook.db'}); run `course grade "
                         f"SUBMISSIONS --out {out}` first")
     return root
@@ -123,6 +128,7 @@ here = str(Path(__file__).resolve().parent)
 c.CourseDirectory.root = here
 c.CourseDirectory.source_directory = {source!r}
 c.CourseDirectory.course_id = {course_id!r}
+c.CourseDirectory.db_url = {db_url!r}
 c.SandboxedExecute.record_dir = here + "/records"
 c.SandboxedExecute.release_dir = here + "/release"
 
@@ -138,7 +144,8 @@ def write_config(root: Path) -> Path:
     """OUT/nbgrader/nbgrader_config.py: the course's config, rooted here."""
     root.mkdir(parents=True, exist_ok=True)
     path = root / "nbgrader_config.py"
-    text = CONFIG.format(config=str(ROOT / "nbgrader_config.py"), source=str(SOURCE), course_id=COURSE_ID)
+    text = CONFIG.format(config=str(ROOT / "nbgrader_config.py"), source=str(SOURCE), course_id=COURSE_ID,
+                         db_url=db_url(root))
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
     return path
@@ -166,8 +173,10 @@ def keep_manual(root: Path, student: str, assignment: str) -> dict:
     """What the graders put in the gradebook for this submission, and the answers they graded."""
     from nbgrader.api import Gradebook, MissingEntry
 
+    from .gradebook_db import exists
+
     kept = {"grades": {}, "comments": {}, "answers": {}}
-    if not (root / "gradebook.db").is_file():
+    if not exists(root):
         return kept
     with Gradebook(db_url(root), course_id=COURSE_ID) as gradebook:
         try:

@@ -47,7 +47,10 @@ def nbgrader(*args: str, root: Path | None = None, timeout: float | None = None,
     """Run ``nbgrader ARGS`` with the course's config (optionally on another course root)."""
     command = [sys.executable, "-m", "nbgrader", *args]
     if root is not None:
+        from .gradebook_db import nbgrader_args
+
         command.append(f"--CourseDirectory.root={root}")
+        command += nbgrader_args(root)  # a graded course's PostgreSQL gradebook (course/gradebook_db.py)
     process = subprocess.Popen(
         (prefix or []) + command,
         cwd=ROOT,  # nbgrader reads nbgrader_config.py from the working directory

@@ -112,7 +112,9 @@ def collect_rows(root: Path, outcomes, problems: dict, isolation: str | None = N
     from nbgrader.api import Gradebook, MissingEntry
 
     rows = []
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", course_id="rooflab") as gradebook:
+    from .graded import db_url
+
+    with Gradebook(db_url(root), course_id="rooflab") as gradebook:
         maxima = {a.name: a.max_code_score for a in gradebook.assignments}
         for outcome in outcomes:
             top = maxima.get(outcome.assignment, 0.0)

@@ -1,20 +1,27 @@
 """What the tests share: the demo class, graded once per session, and where the slow tests run.
 
-`make test` runs the suite on two pytest-xdist workers with ``--dist loadgroup``.  The tests that read the
-graded class form one group, which one worker runs, grading the class once; the other slow tests (a build,
-a fresh environment, a few small gradings) form a second group, which the other worker runs meanwhile;
-the quick tests fill in around them.
+`make test` runs the suite on two pytest-xdist workers with ``--dist loadgroup``.  The slow tests of each
+file form a group, which one worker runs, so that the file's module fixtures (a class graded once, a server
+started once) are made once; the files spread over both workers and the quick tests fill in around them.
 
 Grading happens once per session whatever the scheduling: the first worker to need the class grades it
 under a file lock shared by the workers of the run, the others wait and read its result.  (pytest-xdist
 3.8 groups nothing on pytest 9.2, pytest-xdist#1386, hence pytest < 9.2 in pyproject.toml; if grouping
 breaks again, the suite gets slower, not wrong.)
+
+A Ctrl-C (or a SIGTERM) stops every process the run started: nbgrader and the sandboxes run in sessions of
+their own (course.nbgrader_run), so the terminal's SIGINT never reaches them, and a grading thread would
+otherwise wait for them to finish.  Each pytest process, the controller and each worker, then kills its whole
+tree of descendants, again and again until it exits, so that a grading queued behind the one killed dies too.
 """
 
 import fcntl
 import os
 import pickle
+import signal
+import threading
 
+import psutil
 import pytest
 
 from course import sandbox
@@ -23,8 +30,7 @@ from course import sandbox
 # are the same (the tests run in the grader either way); CI installs bubblewrap and never grades bare.
 BARE = not os.environ.get("CI") and sandbox.isolation() == sandbox.NO_SANDBOX
 
-GRADED_CLASS = "graded_class"  # the demo class graded once, and every test that reads it
-SLOW = "slow"  # every other test marked slow
+SLOW = "slow"  # the tests marked slow, grouped by file
 
 
 @pytest.fixture(scope="session")
@@ -50,8 +56,51 @@ def graded(tmp_path_factory):
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
+    # The slow tests of one file share its module fixtures (a class graded once, a server started once): one
+    # group per file keeps them on one worker, while the files spread over both.
     for item in items:
-        if "graded" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(GRADED_CLASS))
-        elif item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.xdist_group(SLOW))
+        if item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.xdist_group(f"{SLOW}:{item.nodeid.split('::')[0]}"))
+
+
+# --- Ctrl-C: nothing left running ---------------------------------------------------------------------
+
+
+def stop_descendants() -> int:
+    """Kill (SIGKILL) every process below this one, taken as one snapshot; return how many were signalled."""
+    try:
+        tree = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return 0
+    for process in tree:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass  # already gone
+    return len(tree)
+
+
+def _keep_stopping() -> None:
+    # A grading thread may start the next queued student after its first nbgrader was killed: keep killing
+    # until this process exits (a daemon thread dies with it).
+    while True:
+        stop_descendants()
+        threading.Event().wait(0.2)
+
+
+def _interrupted(signum, frame):
+    if not any(t.name == "stop-descendants" for t in threading.enumerate()):
+        threading.Thread(target=_keep_stopping, name="stop-descendants", daemon=True).start()
+    if signum == signal.SIGINT:
+        signal.default_int_handler(signum, frame)  # KeyboardInterrupt: pytest ends the run and says so
+    raise SystemExit(128 + signum)
+
+
+def pytest_configure(config):
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _interrupted)
+        signal.signal(signal.SIGTERM, _interrupted)
+
+
+def pytest_unconfigure(config):
+    stop_descendants()  # a fixture's server whose teardown never ran (an interrupted run)

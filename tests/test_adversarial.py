@@ -71,6 +71,7 @@ def test_at_least_thirty_kinds():
     assert len({k.name for k in KINDS}) == len(KINDS)
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
 def test_each_kind_gets_its_designed_grade_and_flag(graded, kind):
     row = graded["rows"][kind.name]
@@ -79,6 +80,7 @@ def test_each_kind_gets_its_designed_grade_and_flag(graded, kind):
         assert any(kind.flag in flag for flag in row.flags), row.flags
 
 
+@pytest.mark.exhaustive
 def test_every_submission_has_exactly_one_row(graded):
     assert sorted(graded["rows"]) == sorted(k.name for k in KINDS)
     with open(graded["folder"] / "graded" / "grades.csv", newline="") as handle:
@@ -87,12 +89,14 @@ def test_every_submission_has_exactly_one_row(graded):
     assert "flags" in table[0]
 
 
+@pytest.mark.exhaustive
 def test_nothing_outside_the_sandbox_changed(graded):
     assert graded["source_unchanged"], "a submission changed source/"
     assert graded["csv_unchanged"], "grades.csv was rewritten after the run"
     assert graded["leftovers"] == [], graded["leftovers"]
 
 
+@pytest.mark.exhaustive
 def test_honest_students_are_not_flagged(graded):
     for name in ("correct", "blank", "renamed_file", "matplotlib_inline", "timeit_magic", "prints_globals",
                  "warning_hook", "imports_os", "noisy_warnings"):

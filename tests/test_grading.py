@@ -218,6 +218,7 @@ GRADED_CELLS = {  # graded cells of each assignment (test cells and written answ
 # `graded`: the demo class graded once per session (tests/conftest.py).
 
 
+@pytest.mark.exhaustive
 def test_every_student_gets_the_grade_the_design_implies(graded):
     _, rows = graded
     assert set(rows) == set(EXPECTED)
@@ -226,6 +227,7 @@ def test_every_student_gets_the_grade_the_design_implies(graded):
     assert all(r.max_score == MAXIMA[r.assignment] for r in rows.values())
 
 
+@pytest.mark.exhaustive
 def test_reference_full_marks_and_blank_zero_on_every_cell(graded):
     _, rows = graded
     for assignment in (A, B, C, D, E):
@@ -234,6 +236,7 @@ def test_reference_full_marks_and_blank_zero_on_every_cell(graded):
     assert {a: len(rows["blaise", a].cells) for a in (A, B, C, D, E)} == GRADED_CELLS
 
 
+@pytest.mark.exhaustive
 def test_reasons_are_recorded(graded):
     _, rows = graded
     for assignment in (A, B, C, D, E):
@@ -248,6 +251,7 @@ def test_reasons_are_recorded(graded):
         assert rows["ada", assignment].reason == ""
 
 
+@pytest.mark.exhaustive
 def test_checker_names_the_mistakes(graded):
     _, rows = graded
     assert ("test_roofline_time_visible", "milliseconds for seconds") in rows["dmitri", A].mistakes
@@ -259,6 +263,7 @@ def test_checker_names_the_mistakes(graded):
     assert ("test_tp_hidden", "GB for GiB") in rows["edsger", E].mistakes
 
 
+@pytest.mark.exhaustive
 def test_grades_csv_feedback_and_report(graded):
     folder, rows = graded
     out = folder / "graded"
