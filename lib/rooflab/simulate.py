@@ -535,9 +535,15 @@ def _prefill_server(e: Engine, p: _Prices, t: Trace, shared_tokens: int):
 
 
 class _Run:
-    """The state of one engine while it runs: a queue, the sequences running, the block pool and a log of
-    every token's time.  Scalars per request live in Python lists (fast to touch one at a time); the running
-    sequences in numpy arrays (one vector operation per step, whatever the batch)."""
+    """The state of one engine while it runs: a queue, the sequences decoding, the block pool and the times of
+    every token.
+
+    A decode step costs O(1) Python work whatever the batch (the slider's budget): a running sequence is kept as
+    where and when it started decoding (context c0 at step D0), so its context at step D is c0 + r (D - D0) (r = 1
+    token per step, or its mean under speculation); the sum of contexts, the sequences that need a new block this
+    step (those whose context is a whole number of blocks: c0 - D0 = -D mod block size) and the step each one
+    finishes at are kept as counters and a schedule.  Its tokens' times are read afterwards from the list of step
+    end times."""
 
     def __init__(self, e: Engine, prices: _Prices, draft: _Prices | None, blocks: int, shared_tokens: int,
                  rng: np.random.Generator, t: Trace, ready: np.ndarray, prefilled_at: np.ndarray | None):
@@ -558,27 +564,27 @@ class _Run:
         self.made, self.preempted, self.hit = [0] * n, [0] * n, [False] * n
         # a request whose cache arrives from a prefill GPU needs no pass to join; a pre-empted one does
         self.has_cache = [prefilled_at is not None] * n
-        self.log_ids: list = []
-        self.log_times: list = []
+        self.events: list[list] = [[] for _ in range(n)]  # per request: a token's time, or (D0, D1) decode steps
+        self.step_end: list[float] = []  # when each decode step ended
+        self.steps = 0  # D: decode steps so far
+        self.running: dict = {}  # request -> [c0, D0, base, rate, steps, own]; in admission order
+        self.finishing: dict = {}  # decode step count -> requests done once it is reached
+        self.residue = [0] * self.bs  # running sequences by (c0 - D0) mod block size
+        self.offset = 0.0  # sum of c0 - rate x D0 over running sequences
+        self.rates = 0.0  # sum of rates: sum of contexts = offset + rates x D
         if prefilled_at is not None:
             self.made = [1] * n
             self.first_token = prefilled_at.tolist()
-            self.log_ids.append(np.arange(n))
-            self.log_times.append(prefilled_at)
             for i in range(n):
+                self.events[i].append(self.first_token[i])
                 if self.out[i] == 1:
                     self.finish[i] = self.first_token[i]
             self.order = [i for i in self.order if self.out[i] > 1]
-        self.ids = np.zeros(0, np.int64)  # running sequences, in the order they were admitted
-        self.ctx = np.zeros(0, np.int64)  # tokens each holds in the cache
-        self.left = np.zeros(0, np.int64)  # tokens each has still to make
-        self.base = np.zeros(0, np.int64)  # shared prefix blocks each uses without owning them
         self.waiting: deque = deque()
-        self.prefilling: list = []  # chunked: [request, tokens done, tokens in all, tokens skipped, base]
+        self.prefilling: list = []  # chunked: [request, tokens done, tokens in all, tokens skipped, base, own]
         self.clock = 0.0
         self.passes = self.decode_steps = self.decode_tokens = 0
         self.busy = 0.0
-        self.countdown = math.inf  # decode steps until the first running sequence may finish
 
     # -- the loop ------------------------------------------------------------------------------------------------
 
@@ -589,7 +595,7 @@ class _Run:
             while nxt < len(order) and ready[order[nxt]] <= self.clock:
                 self.waiting.append(order[nxt])
                 nxt += 1
-            if not (self.waiting or len(self.ids) or self.prefilling):
+            if not (self.waiting or self.running or self.prefilling):
                 if nxt == len(order):
                     return
                 self.clock = float(ready[order[nxt]])
@@ -602,57 +608,26 @@ class _Run:
 
     # -- admission -------------------------------------------------------------------------------------------
 
-    def _to_prefill(self, r: int) -> tuple[int, int, int]:
-        """(tokens to hold, tokens the cache skips, shared blocks used) if request r were admitted now."""
-        total = self.prompt[r] + self.made[r]
-        if self.shares[r] and self.clock >= self.prefix_cached_at and self.shared_tokens:
-            return total, self.shared_tokens, self.shared_blocks
-        return total, 0, 0
+    def _own_blocks(self, tokens: int, base: int) -> int:
+        return -(-tokens // self.bs) - base
 
-    def _own_blocks(self, total: int, base: int) -> int:
-        return -(-total // self.bs) - base
-
-    def _join(self, rs: list, totals: list, bases: list) -> None:
-        """Start decoding requests whose caches are complete (their last token made, not yet fed back)."""
-        if not rs:
-            return
-        self.ids = np.concatenate([self.ids, rs])
-        self.ctx = np.concatenate([self.ctx, totals])
-        self.left = np.concatenate([self.left, [self.out[r] - self.made[r] for r in rs]])
-        self.base = np.concatenate([self.base, bases])
-        self.countdown = min(self.countdown, int(self.left.min()))
-
-    def _first_token_of(self, r: int, total: int, base: int) -> int | None:
-        """A prefill of r ended at self.clock with a token; returns the shared blocks it uses if it goes on
-        decoding, None if it is finished."""
-        self.made[r] += 1
-        if self.first_token[r] != self.first_token[r]:
-            self.first_token[r] = self.clock
-        if self.shares[r] and self.shared_tokens and self.prefix_cached_at == math.inf:
-            self.prefix_cached_at = self.clock
-            base = self.shared_blocks  # its prefix blocks now belong to the cache, pinned
-        if self.made[r] >= self.out[r]:
-            self.finish[r] = self.clock
-            self.free += self._own_blocks(total, base)
-            return None
-        return base
-
-    def _admit(self, budget: int, seats: int, chunked: bool):
+    def _admit(self, budget: int, seats: int, chunked: bool) -> list:
         """Take waiting requests while the budget, the seats and the free blocks allow, first come first served.
-        Returns [(request, tokens held, tokens skipped, base)] to prefill; requests with a cache join directly."""
-        taken, direct, tokens = [], [], 0
+        Returns [(request, tokens held, tokens skipped, base, own blocks)] to prefill; requests whose cache
+        arrived join the decoding directly.  Blocks: the prompt's (under speculation, the whole request's)."""
+        taken, tokens = [], 0
         while self.waiting and seats > 0:
             r = self.waiting[0]
-            if self.has_cache[r]:
-                total, skip, base = self.prompt[r] + self.made[r] - 1, 0, 0
-                compute = 0
-            else:
-                total, skip, base = self._to_prefill(r)
-                compute = total - skip
-            own = self._own_blocks(total, base)
-            if own > self.free or (compute and not chunked and taken and tokens + compute > budget):
-                break
-            if chunked and compute and tokens >= budget:
+            total = self.prompt[r] + self.made[r] - (1 if self.has_cache[r] else 0)
+            skip = base = 0
+            if not self.has_cache[r] and self.shares[r] and self.shared_tokens and \
+                    self.clock >= self.prefix_cached_at:
+                skip, base = self.shared_tokens, self.shared_blocks
+            compute = 0 if self.has_cache[r] else total - skip
+            held = total + (self.out[r] - self.made[r] if self.spec else 0)
+            own = self._own_blocks(held, base)
+            if own > self.free or (compute and taken and tokens + compute > budget) or (chunked and compute and
+                                                                                        tokens >= budget):
                 break
             self.waiting.popleft()
             self.free -= own
@@ -660,157 +635,175 @@ class _Run:
             if self.first_pass[r] != self.first_pass[r]:
                 self.first_pass[r] = self.clock
             if compute:
-                taken.append((r, total, skip, base))
+                taken.append((r, total, skip, base, own))
                 tokens += compute
-                if skip:
-                    self.hit[r] = True
+                self.hit[r] = self.hit[r] or skip > 0
             else:
                 self.has_cache[r] = False
-                direct.append((r, total, base))
-        if direct:
-            self._join([d[0] for d in direct], [d[1] for d in direct], [d[2] for d in direct])
+                self._join(r, total, base, own)
         return taken
+
+    def _join(self, r: int, c0: int, base: int, own: int) -> None:
+        """Request r starts decoding with c0 tokens cached (its last token made, not yet fed back)."""
+        left = self.out[r] - self.made[r]
+        now = self.steps
+        if self.spec:
+            # the steps it needs, drawn now: each makes 1 + the drafts accepted before the first rejection
+            draws = 1 + np.cumprod(self.rng.random((left, self.spec)) < self.e.acceptance, axis=1).sum(axis=1)
+            steps = int(np.searchsorted(np.cumsum(draws), left)) + 1
+            rate = left / steps
+        else:
+            steps, rate = left, 1.0
+            self.residue[(c0 - now) % self.bs] += 1
+        self.running[r] = [c0, now, base, rate, steps, own]
+        self.finishing.setdefault(now + steps, []).append(r)
+        self.offset += c0 - rate * now
+        self.rates += rate
+
+    def _leave(self, r: int) -> int:
+        """Take r out of the decoding; returns its context now."""
+        c0, d0, base, rate, steps, own = self.running.pop(r)
+        now = self.steps
+        if not self.spec:
+            self.residue[(c0 - d0) % self.bs] -= 1
+        self.offset -= c0 - rate * d0
+        self.rates -= rate
+        if now > d0:
+            self.events[r].append((d0, now))
+        return c0 + round(rate * (now - d0))
+
+    def _first_token_of(self, r: int, total: int, base: int, own: int) -> None:
+        """A prefill of r ended at self.clock with a token: r finishes or starts decoding."""
+        self.made[r] += 1
+        self.events[r].append(self.clock)
+        if self.first_token[r] != self.first_token[r]:
+            self.first_token[r] = self.clock
+        if self.shares[r] and self.shared_tokens and self.prefix_cached_at == math.inf:
+            self.prefix_cached_at = self.clock
+            base, own = self.shared_blocks, own - self.shared_blocks  # its prefix blocks now belong to the cache
+        if self.made[r] >= self.out[r]:
+            self.finish[r] = self.clock
+            self.free += own
+        else:
+            self._join(r, total, base, own)
 
     # -- the two schedulers ------------------------------------------------------------------------------------
 
     def _separate_step(self) -> bool:
         """Prefill the prompts that wait and fit, in one pass apart; else one decode step of every sequence."""
-        taken = self._admit(self.e.token_budget, self.e.max_seqs - len(self.ids), chunked=False)
+        taken = self._admit(self.e.token_budget, self.e.max_seqs - len(self.running), chunked=False)
         if taken:
             p = self.p
-            tokens = sum(total - skip for _, total, skip, _ in taken)
-            square = sum(total * total - skip * skip for _, total, skip, _ in taken)
+            tokens = sum(total - skip for _, total, skip, _, _ in taken)
+            square = sum(total * total - skip * skip for _, total, skip, _, _ in taken)
             self._advance(_pass_time(p, tokens, len(taken), p.prefill_compute * square, p.prefill_memory * tokens))
-            self._log([r for r, *_ in taken])
-            go = [(r, total, self._first_token_of(r, total, base)) for r, total, skip, base in taken]
-            go = [g for g in go if g[2] is not None]
-            self._join([g[0] for g in go], [g[1] for g in go], [g[2] for g in go])
+            for r, total, _, base, own in taken:
+                self._first_token_of(r, total, base, own)
             return True
-        if not len(self.ids):
+        if not self.running:
             return False
-        self._decode(0, 0, 0.0, 0.0, [])
+        self._make_room()
+        self._pass(0, 0, 0.0, 0.0, [])
         return True
 
     def _chunked_step(self) -> bool:
         """Every running sequence's next token, then prompt chunks in the rest of the budget, in one pass."""
         self._make_room()
-        budget = self.e.token_budget - len(self.ids) * (self.spec + 1)
-        seats = self.e.max_seqs - len(self.ids) - len(self.prefilling)
-        pending = sum(total - max(have, skip) for _, have, total, skip, _ in self.prefilling)
-        self.prefilling += [[r, 0, total, skip, base] for r, total, skip, base in
+        budget = self.e.token_budget - len(self.running) * (self.spec + 1)
+        seats = self.e.max_seqs - len(self.running) - len(self.prefilling)
+        pending = sum(entry[2] - max(entry[1], entry[3]) for entry in self.prefilling)
+        self.prefilling += [[r, 0, total, skip, base, own] for r, total, skip, base, own in
                             self._admit(budget - pending, seats, chunked=True)]
         tokens, square, done = 0, 0.0, []
         for entry in self.prefilling:
             if budget <= tokens:
                 break
-            r, have, total, skip, base = entry
-            a = max(have, skip)
-            c = min(total - a, budget - tokens)
+            a = max(entry[1], entry[3])
+            c = min(entry[2] - a, budget - tokens)
             tokens += c
             square += (a + c) ** 2 - a * a
             entry[1] = a + c
-            if a + c == total:
+            if a + c == entry[2]:
                 done.append(entry)
-        if not tokens and not len(self.ids):
+        if not tokens and not self.running:
             return False
         p = self.p
-        self._decode(tokens, len(done), p.prefill_compute * square, p.prefill_memory * tokens, done)
+        self._pass(tokens, len(done), p.prefill_compute * square, p.prefill_memory * tokens, done)
         return True
 
     # -- decoding, memory and the clock --------------------------------------------------------------------------
 
+    def _need(self) -> int:
+        """Blocks the next decode step takes: one per sequence whose context is a whole number of blocks (under
+        speculation none: the whole request was reserved)."""
+        return 0 if self.spec else self.residue[-self.steps % self.bs]
+
     def _make_room(self) -> None:
         """Pre-empt the most recently admitted sequences until the next decode step's new blocks are free."""
-        while len(self.ids):
-            if self.spec:
-                need = int((-(-(self.ctx + self.spec + 1) // self.bs) - -(-self.ctx // self.bs)).sum())
-            else:  # a sequence needs a block when its cache is a whole number of blocks
-                need = int(np.count_nonzero(self.ctx % self.bs == 0))
-            if need <= self.free:
-                return
-            r = int(self.ids[-1])
-            self.free += int(-(-self.ctx[-1] // self.bs) - self.base[-1])
+        while self.running and self._need() > self.free:
+            r = next(reversed(self.running))
+            c0, d0, base, rate, steps, own = self.running[r]
+            self.finishing[d0 + steps].remove(r)
+            context = self._leave(r)
+            self.free += self._own_blocks(context, base)
+            self.made[r] = self.out[r] - (steps - (self.steps - d0))
             self.preempted[r] += 1
-            self.made[r] = self.out[r] - int(self.left[-1])  # counted only here: nothing else needs it
             self.waiting.appendleft(r)
-            self.ids, self.ctx, self.left, self.base = self.ids[:-1], self.ctx[:-1], self.left[:-1], self.base[:-1]
 
-    def _decode(self, extra_tokens: int, extra_logits: int, extra_compute: float, extra_memory: float,
-                done: list) -> None:
+    def _pass(self, extra_tokens: int, extra_logits: int, extra_compute: float, extra_memory: float,
+              done: list) -> None:
         """One pass: every running sequence adds its token(s), plus the prompt chunks priced by the caller."""
-        if extra_tokens == 0:
-            self._make_room()
-        p, b, k = self.p, len(self.ids), self.spec
-        context = int(self.ctx.sum()) if b else 0
+        p, b, k = self.p, len(self.running), self.spec
+        context = self.offset + self.rates * self.steps
         width = k + 1
         duration = _pass_time(p, b * width + extra_tokens, b * width + extra_logits,
                               width * p.decode_compute * context + extra_compute,
                               b * width * p.decode_memory0 + p.decode_memory1 * context + extra_memory)
         if k and b:
             d = self.draft
-            duration += k * _pass_time(d, b, b, d.decode_compute * context, b * d.decode_memory0
-                                       + d.decode_memory1 * context)
-            accepted = np.cumprod(self.rng.random((b, k)) < self.e.acceptance, axis=1).sum(axis=1)
-            made = np.minimum(accepted + 1, self.left)
-        else:
-            made = 1
+            duration += k * _pass_time(d, b, b, d.decode_compute * context,
+                                       b * d.decode_memory0 + d.decode_memory1 * context)
         self._advance(duration)
         if b:
+            self.free -= self._need()
             self.decode_steps += 1
             self.decode_tokens += b
-            if k:
-                old = self.ctx
-                self.ctx = self.ctx + made
-                self.free -= int((-(-self.ctx // self.bs) - -(-old // self.bs)).sum())
-            else:
-                self.free -= int(np.count_nonzero(self.ctx % self.bs == 0))
-                self.ctx = self.ctx + 1
-            self.left = self.left - made
-            self._log(self.ids)
-            self.countdown -= 1
-            if self.countdown <= 0 or k:  # a vector test only on the steps where some sequence may finish
-                finished = self.left <= 0
-                for r, c, base in zip(self.ids[finished].tolist(), self.ctx[finished].tolist(),
-                                      self.base[finished].tolist()):
-                    self.finish[r] = self.clock
-                    self.free += -(-c // self.bs) - base
-                keep = ~finished
-                self.ids, self.ctx, self.left, self.base = (self.ids[keep], self.ctx[keep], self.left[keep],
-                                                            self.base[keep])
-                self.countdown = int(self.left.min()) if len(self.left) else math.inf
-        if done:
-            self._log([entry[0] for entry in done])
-            go = []
-            for entry in done:
-                self.prefilling.remove(entry)
-                r, _, total, _, base = entry
-                base = self._first_token_of(r, total, base)
-                if base is not None:
-                    go.append((r, total, base))
-            self._join([g[0] for g in go], [g[1] for g in go], [g[2] for g in go])
+            self.steps += 1
+            self.step_end.append(self.clock)
+            for r in self.finishing.pop(self.steps, ()):
+                base, own = self.running[r][2], self.running[r][5]
+                context = self._leave(r)
+                self.finish[r] = self.clock
+                self.free += own if k else self._own_blocks(context, base)
+        for entry in done:
+            self.prefilling.remove(entry)
+            self._first_token_of(entry[0], entry[2], entry[4], entry[5])
 
     def _advance(self, duration: float) -> None:
         self.clock += duration
         self.busy += duration
         self.passes += 1
 
-    def _log(self, ids) -> None:
-        self.log_ids.append(np.asarray(ids, dtype=np.int64))
-        self.log_times.append(self.clock)
-
     def gaps(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every inter-token gap, grouped by request in time order, and where each request's gaps start."""
-        n = len(self.prompt)
-        sizes = [len(ids) for ids in self.log_ids]
-        ids = np.concatenate(self.log_ids) if self.log_ids else np.zeros(0, np.int64)
-        first = [t for t in self.log_times if isinstance(t, np.ndarray)]
-        scalars = [t for t in self.log_times if not isinstance(t, np.ndarray)]
-        times = np.concatenate(first + [np.repeat(np.asarray(scalars, dtype=float),
-                                                  sizes[len(first):])]) if sizes else np.zeros(0)
-        order = np.lexsort((times, ids))
-        ids, times = ids[order], times[order]
-        counts = np.bincount(ids, minlength=n)
-        same = ids[1:] == ids[:-1]
-        gaps = np.diff(times)[same]
-        starts = np.concatenate([[0], np.cumsum(np.maximum(counts - 1, 0))[:-1]])
+        """Every inter-token gap, request by request in time order, and where each request's gaps start."""
+        ends = np.asarray(self.step_end)
+        pieces, counts = [], []
+        for events in self.events:
+            count = 0
+            for event in events:
+                if type(event) is tuple:
+                    piece = ends[event[0]:event[1]]
+                    count += len(piece)
+                    pieces.append(piece)
+                else:
+                    pieces.append((event,))
+                    count += 1
+            counts.append(count)
+        times = np.concatenate(pieces) if pieces else np.zeros(0)
+        counts = np.asarray(counts)
+        inside = np.ones(max(len(times) - 1, 0), bool)
+        firsts = np.cumsum(counts)[:-1]
+        inside[firsts[firsts > 0] - 1] = False  # the step from one request's last token to the next's first
+        gaps = np.diff(times)[inside]
+        starts = np.concatenate([[0], np.cumsum(np.maximum(counts - 1, 0))[:-1]]).astype(np.int64)
         return gaps, starts
