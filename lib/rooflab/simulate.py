@@ -310,7 +310,7 @@ def _percentiles(values: np.ndarray) -> Percentiles:
     if values.size == 0:
         nan = Q_(float("nan"), "ms")
         return Percentiles(nan, nan, nan, nan)
-    p50, p90, p99 = np.percentile(values, [50, 90, 99]) * 1e3
+    p50, p90, p99 = (float(x) * 1e3 for x in np.percentile(values, [50, 90, 99]))
     return Percentiles(Q_(p50, "ms"), Q_(p90, "ms"), Q_(p99, "ms"), Q_(float(values.mean()) * 1e3, "ms"))
 
 
