@@ -288,3 +288,22 @@ def test_results_are_quantities_and_the_record_is_frozen():
     with pytest.raises(AttributeError):
         run.passes = 3
     assert len(poisson_trace(rl.Q_(3, "1/s"), 10, 10, requests=7)) == 7
+
+
+def test_a_closed_loop_of_one_never_queues_and_serves_one_request_at_a_time():
+    """Concurrency 1: each request is sent when the previous finishes, so none waits, each takes its prefill
+    plus O - 1 decode steps at batch 1, and the next arrives exactly when the last ends."""
+    run = simulate(engine(MODEL, DEVICE), prompt_len=1000, output_len=50, requests=20, concurrency=1)
+    assert np.all(run.queue_si == 0)
+    alone = rl.request(MODEL, DEVICE, 1000, 50, efficiency="typical")
+    np.testing.assert_allclose(run.e2e_si, alone.e2e.m_as("s"), rtol=1e-9)
+    finish = run.trace.arrival_si + run.e2e_si
+    np.testing.assert_allclose(run.trace.arrival_si[1:], finish[:-1], rtol=1e-12)
+
+
+def test_a_closed_loop_keeps_little_s_law():
+    """C requests always in flight: served per second x mean time in the system = C (Little), up to the
+    last requests' drain (C of 2,000)."""
+    run = simulate(engine(MODEL, DEVICE), prompt_len=500, output_len=100, requests=2000, concurrency=16)
+    rate = run.served / run.span_si
+    assert rate * run.e2e_si.mean() == pytest.approx(16, rel=0.02)

@@ -450,9 +450,12 @@ def simulate(
     seed: int = 0,
     arrivals: str = "poisson",
     trace: Trace | None = None,
+    concurrency: int | None = None,
 ) -> Simulation:
     """Return the Simulation of ``engine`` serving ``requests`` arrivals at ``rate`` (Poisson unless
     ``arrivals="even"``), lengths drawn from ``prompt_len`` and ``output_len``, or serving ``trace``.
+    With ``concurrency`` C instead of a rate (a closed loop, as ``vllm bench serve --max-concurrency C
+    --request-rate inf``): C requests at once, each next one sent when one finishes.
 
     Runs until every request is served.  The same seed gives the same run.  Raises ValueError when a request
     can never be served (its prompt exceeds the token budget with prefills run apart, or its cache exceeds the
@@ -460,10 +463,18 @@ def simulate(
     """
     if not isinstance(engine, Engine):
         raise TypeError(f"engine must be an Engine, made with rooflab.simulate.engine(...), got {engine!r}")
+    if concurrency is not None:
+        concurrency = lengths(concurrency, "concurrency")
+        if rate is not None or engine.disaggregated:
+            raise ValueError("concurrency replaces rate (a closed loop), and is not modelled with disaggregation")
+        if trace is None:
+            rate = Q_(1.0, "1/s")  # placeholder times: the closed loop sets the arrivals
     if trace is None:
         if rate is None or prompt_len is None or output_len is None:
-            raise ValueError("give rate, prompt_len and output_len, or a trace")
+            raise ValueError("give rate (or concurrency), prompt_len and output_len, or a trace")
         trace = poisson_trace(rate, prompt_len, output_len, requests, seed, arrivals, engine.prefix_share)
+    if concurrency is not None:
+        trace = Trace(trace.arrival_si.copy(), trace.prompt_lens, trace.output_lens, trace.shared_prefix)
     elif not isinstance(trace, Trace):
         raise TypeError(f"trace must be a Trace (rooflab.simulate.trace(...)), got {trace!r}")
     from .models import model as _model
@@ -495,7 +506,7 @@ def simulate(
         state = _Run(engine, prices, draft, blocks, shared_tokens, rng, trace, ready, first_token)
     else:
         state = _Run(engine, prices, draft, blocks, shared_tokens, rng, trace, arrival, None)
-    state.run()
+    state.run(concurrency)
     if engine.disaggregated:
         hits = np.asarray(state.hit) | prefill_hits
     else:
@@ -585,11 +596,19 @@ class _Run:
         self.clock = 0.0
         self.passes = self.decode_steps = self.decode_tokens = 0
         self.busy = 0.0
+        self.release = None
 
     # -- the loop ------------------------------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self, concurrency: int | None = None) -> None:
+        """Serve every request.  With ``concurrency`` C (a closed loop, as a benchmark client with a maximum
+        concurrency and no rate): the first C arrive at once, then each arrives when an earlier one finishes,
+        and ``self.ready`` is rewritten with those times."""
         nxt, order, ready = 0, self.order, self.ready
+        if concurrency is not None:
+            ready[:] = math.inf
+            ready[order[:concurrency]] = 0.0
+            self.release = (order, concurrency)
         chunked = self.e.prefill == "chunked"
         while True:
             while nxt < len(order) and ready[order[nxt]] <= self.clock:
@@ -602,9 +621,17 @@ class _Run:
                 continue
             progressed = self._chunked_step() if chunked else self._separate_step()
             if not progressed:
-                if nxt == len(order):
+                if nxt == len(order) or ready[order[nxt]] == math.inf:
                     raise RuntimeError("the engine is stuck: a request can never be admitted (report this)")
                 self.clock = max(self.clock, float(ready[order[nxt]]))
+
+    def _finished(self, r: int) -> None:
+        self.finish[r] = self.clock
+        if self.release is not None:  # closed loop: the next request arrives now
+            order, released = self.release
+            if released < len(order):
+                self.ready[order[released]] = self.clock
+                self.release = (order, released + 1)
 
     # -- admission -------------------------------------------------------------------------------------------
 
@@ -682,7 +709,7 @@ class _Run:
             self.prefix_cached_at = self.clock
             base, own = self.shared_blocks, own - self.shared_blocks  # its prefix blocks now belong to the cache
         if self.made[r] >= self.out[r]:
-            self.finish[r] = self.clock
+            self._finished(r)
             self.free += own
         else:
             self._join(r, total, base, own)
@@ -773,7 +800,7 @@ class _Run:
             for r in self.finishing.pop(self.steps, ()):
                 base, own = self.running[r][2], self.running[r][5]
                 context = self._leave(r)
-                self.finish[r] = self.clock
+                self._finished(r)
                 self.free += own if k else self._own_blocks(context, base)
         for entry in done:
             self.prefilling.remove(entry)
