@@ -307,3 +307,18 @@ def test_a_closed_loop_keeps_little_s_law():
     run = simulate(engine(MODEL, DEVICE), prompt_len=500, output_len=100, requests=2000, concurrency=16)
     rate = run.served / run.span_si
     assert rate * run.e2e_si.mean() == pytest.approx(16, rel=0.02)
+
+
+def test_every_published_row_names_what_the_simulator_needs_and_its_source():
+    from rooflab.simulate import against_benchmark, published_benchmarks
+
+    rows = published_benchmarks()
+    assert len(rows) >= 6
+    for row in rows:
+        rl.model(row.catalogue_model), rl.hardware(row.device)  # both in the catalogue
+        assert row.source_url.startswith("https://") and row.engine and row.version
+        assert row.load_kind in ("rate", "concurrency") and row.load > 0
+        assert row.measured and all(value > 0 for value in row.measured.values())
+    first = against_benchmark(rows[0], requests=50)
+    assert set(first) == set(rows[0].measured)
+    assert all(sim > 0 for sim, _ in first.values())

@@ -44,10 +44,12 @@ per-token coefficients of attention and head), so the simulation prices exactly 
 
 from __future__ import annotations
 
+import csv
 import math
 from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pint
@@ -55,7 +57,8 @@ import pint
 from .units import Q_, quantity, rounded, to_si
 from .validation import fraction, lengths
 
-__all__ = ["Engine", "engine", "Trace", "trace", "poisson_trace", "simulate", "Simulation", "Percentiles"]
+__all__ = ["Engine", "engine", "Trace", "trace", "poisson_trace", "simulate", "Simulation", "Percentiles",
+           "Benchmark", "published_benchmarks", "against_benchmark", "BENCHMARKS"]
 
 _MODES = ("separate", "chunked")
 
@@ -161,7 +164,7 @@ def engine(
 class _Prices:
     """A pass's time in plain floats: body[tokens] + max(attention compute, memory) + head + overhead, s."""
 
-    body: np.ndarray  # s, body time of a pass over t tokens, index t (0 .. len - 1)
+    body: tuple[float, ...]  # s, body time of a pass over t tokens, index t (plain floats: read every pass)
     body_slope: float  # s per token past the table (the compute-bound slope)
     head_compute: float  # s per token that gets logits
     head_memory: float  # s per pass (the head's weights)
@@ -199,7 +202,7 @@ def _prices(model: str, hardware: str, precision: str, efficiency: str, table: i
     att0, att1 = one.parts["attention"], far.parts["attention"]
     budget = memory_budget(model, hardware, 1, precision=precision, gpu_memory_utilization=utilization)
     return _Prices(
-        body=body, body_slope=max(slope, 0.0),
+        body=tuple(body.tolist()), body_slope=max(slope, 0.0),
         head_compute=float(compute(head2) - compute(head1)), head_memory=float(memory(head1)),
         decode_compute=float(compute(att1)) / span, decode_memory0=float(memory(att0)),
         decode_memory1=float(memory(att1) - memory(att0)) / span,
@@ -213,7 +216,7 @@ def _pass_time(p: _Prices, tokens: int, logits: int, attention_compute: float, a
     """Time of one pass, s: body over ``tokens`` + attention (its compute and memory times, s) + head + overhead."""
     last = len(p.body) - 1
     body = p.body[tokens] if tokens <= last else p.body[last] + (tokens - last) * p.body_slope
-    return float(body) + max(attention_compute, attention_memory) + max(p.head_compute * logits, p.head_memory) \
+    return body + max(attention_compute, attention_memory) + max(p.head_compute * logits, p.head_memory) \
         + p.overhead
 
 
@@ -718,7 +721,8 @@ class _Run:
 
     def _separate_step(self) -> bool:
         """Prefill the prompts that wait and fit, in one pass apart; else one decode step of every sequence."""
-        taken = self._admit(self.e.token_budget, self.e.max_seqs - len(self.running), chunked=False)
+        taken = self._admit(self.e.token_budget, self.e.max_seqs - len(self.running), chunked=False) \
+            if self.waiting else None
         if taken:
             p = self.p
             tokens = sum(total - skip for _, total, skip, _, _ in taken)
@@ -736,6 +740,11 @@ class _Run:
     def _chunked_step(self) -> bool:
         """Every running sequence's next token, then prompt chunks in the rest of the budget, in one pass."""
         self._make_room()
+        if not self.waiting and not self.prefilling:  # the common step: decode only
+            if not self.running:
+                return False
+            self._pass(0, 0, 0.0, 0.0, ())
+            return True
         budget = self.e.token_budget - len(self.running) * (self.spec + 1)
         seats = self.e.max_seqs - len(self.running) - len(self.prefilling)
         pending = sum(entry[2] - max(entry[1], entry[3]) for entry in self.prefilling)
@@ -834,3 +843,70 @@ class _Run:
         gaps = np.diff(times)[inside]
         starts = np.concatenate([[0], np.cumsum(np.maximum(counts - 1, 0))[:-1]]).astype(np.int64)
         return gaps, starts
+
+
+# -- published measurements ---------------------------------------------------------------------------------------
+
+#: Published serving benchmarks (``data/serving_benchmarks.csv``): an engine, a model, a device, fixed lengths,
+#: a load (a request rate or a closed-loop concurrency) and the latencies it measured, each row with its source.
+BENCHMARKS = Path(__file__).resolve().parent / "data" / "serving_benchmarks.csv"
+_METRICS = ("ttft_mean", "ttft_p50", "ttft_p95", "ttft_p99", "itl_mean", "itl_p50", "itl_p95", "itl_p99")
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One published measurement of a serving engine under load; ``measured`` maps each metric the source gives
+    (``ttft_p50``, ``itl_p95``, ...) to its value in ms."""
+
+    engine: str
+    version: str
+    model: str  # as the source names it
+    catalogue_model: str  # the rooflab model of the same shape
+    device: str
+    precision: str
+    prompt_len: int
+    output_len: int
+    load_kind: str  # "rate" (requests/s, Poisson) or "concurrency" (closed loop)
+    load: float
+    scheduler: str  # "separate" or "chunked"
+    token_budget: int
+    gpu_memory_utilization: float
+    measured: dict = field(compare=False)
+    source_url: str = ""
+    notes: str = ""
+
+
+@lru_cache(maxsize=2)
+def published_benchmarks(path: str | Path = BENCHMARKS) -> tuple[Benchmark, ...]:
+    """Return the rows of the published benchmark table."""
+    rows = []
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            measured = {m: float(row[m + "_ms"]) for m in _METRICS if row[m + "_ms"].strip()}
+            rows.append(Benchmark(row["engine"], row["version"], row["model"], row["catalogue_model"], row["device"],
+                                  row["precision"], int(row["prompt_len"]), int(row["output_len"]), row["load_kind"],
+                                  float(row["load"]), row["scheduler"], int(row["token_budget"]),
+                                  float(row["gpu_memory_utilization"]), measured, row["source_url"], row["notes"]))
+    return tuple(rows)
+
+
+def against_benchmark(row: Benchmark, requests: int = 1000, seed: int = 0,
+                      efficiency: str = "typical") -> dict[str, tuple[float, float]]:
+    """Simulate one published row: {metric: (simulated ms, measured ms)} for every metric the row gives."""
+    e = engine(row.catalogue_model, row.device, precision=row.precision, efficiency=efficiency,
+               prefill=row.scheduler, token_budget=row.token_budget,
+               gpu_memory_utilization=row.gpu_memory_utilization)
+    if row.load_kind == "concurrency":
+        run = simulate(e, prompt_len=row.prompt_len, output_len=row.output_len, requests=requests, seed=seed,
+                       concurrency=int(row.load))
+    else:
+        run = simulate(e, rate=Q_(row.load, "1/s"), prompt_len=row.prompt_len, output_len=row.output_len,
+                       requests=requests, seed=seed)
+    values = {"ttft": run.ttft_si * 1e3, "itl": run.gaps_si * 1e3}
+    out = {}
+    for metric, measured in row.measured.items():
+        kind, stat = metric.split("_")
+        data = values[kind]
+        simulated = float(data.mean()) if stat == "mean" else float(np.percentile(data, float(stat[1:])))
+        out[metric] = (simulated, measured)
+    return out
