@@ -233,8 +233,8 @@ def _spec_at_256(ref):
     # Chunked at 512 tokens, limit 22 ms: met at low load only.  p50 for p99 passes every rate; TPOT (the mean
     # gap per request) for ITL passes more.
     ("Llama-3-8B", "H100", 2000, 300, 22, "chunked", CHUNK, (2, 5, 8)),
-    # Prefill apart, limit 50 ms: a 2,000-token prefill stalls every stream for 59 ms, so p99 misses at every
-    # rate: the answer is 0 requests/s.
+    # Prefill apart, limit 50 ms: a 2,000-token prefill stalls every stream for 59 ms; only at 1 request/s are
+    # fewer than 1% of gaps stalled, so the answer is 1, while p50, TPOT or the mean gap pass at 8.
     ("Llama-3-8B", "H100", 2000, 300, 50, "separate", 8192, (1, 4, 8)),
 ])
 def _highest_rate(answers, case, ref, rl):
