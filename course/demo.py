@@ -254,6 +254,44 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return Q_(tp2, "token/s"), Q_(one, "token/s")'),
         ],
     },
+    "06_tail": {
+        "ms_for_s": [
+            ("ex1_wait", '    return (rho * service_time / (2 * (1 - rho))).to("s")',
+             '    return Q_((rho * service_time / (2 * (1 - rho))).m_as("ms"), "s")'),
+        ],
+        "raises": [
+            ("ex4_prefix", "    carriers = round(requests * share)", "    carriers = round(requests * share) / 0"),
+        ],
+        "infinite_loop": [
+            ("ex6_rate", "def highest_rate(", "while True:  # a loop left running\n    pass\n\n\ndef highest_rate("),
+        ],
+        "kills_kernel": [
+            ("ex3_pool", "def sequences_in_pool(", "import os\nos._exit(1)\n\n\ndef sequences_in_pool("),
+        ],
+        "warning": [
+            ("ex2_stall", "    step = rl.decode_step(",
+             "    import warnings\n    warnings.warn('one prompt per stall assumed')\n    step = rl.decode_step("),
+        ],
+        "hard_coded": [  # the visible cases' answers, told apart by what differs between the cases
+            ("ex1_wait", None, 'def mean_wait(service_time, rate):\n'
+             '    return Q_({8: 0.0166667, 45: 0.09, 12: math.inf}[round(rate.m_as("1/s"))], "s")'),
+            ("ex2_stall", None, 'def stall(model, device, prompt_len, output_len, batch):\n'
+             '    gap, share = {136: (82.26031, 0.4548495), 128: (66.68034, 1.0), 16: (541.75931, 0.05351171)}[batch]\n'
+             '    return Q_(gap, "ms"), share'),
+            ("ex3_pool", None, 'def sequences_in_pool(model, device, prompt_len, output_len, block_size=16, '
+             'gpu_memory_utilization=0.9):\n'
+             '    return {2000: 201, 1000: 35, 3000: 54}[prompt_len]'),
+            ("ex4_prefix", None, 'def prefix_tokens_saved(requests, share, prefix_len, block_size=16):\n'
+             '    return {1000: 296608, 200: 95520}[requests]'),
+            ("ex5_spec", None, 'def tokens_per_step(acceptance, draft_len):\n'
+             '    return {(0.8, 4): 3.3616, (0.5, 1): 1.5}[acceptance, draft_len]\n\n\n'
+             'def spec_speedup(model, device, draft, context_len, batch, draft_len, acceptance):\n'
+             '    return {1: 2.071976, 256: 0.606694, 8: 1.268974}[batch]'),
+            ("ex6_rate", None, 'def highest_rate(model, device, prompt_len, output_len, p99_itl_limit, rates, '
+             'prefill="separate", token_budget=8192):\n'
+             '    return Q_({22: 5.0, 50: 1.0}[round(p99_itl_limit.m_as("ms"))], "1/s")'),
+        ],
+    },
     "02_kv_cache": {
         "ms_for_s": [
             ("ex4_step", 'return max((flops / device.peak_flops(precision)).to("s"), (nbytes / device.memory_bandwidth).to("s"))',

@@ -1054,3 +1054,105 @@ MISTAKES.update({
         "the two answers swapped": lambda s: (_spec(s, swapped=True),),
     },
 })
+
+
+# -- 06_tail -----------------------------------------------------------------------------------------------------
+
+def _wait(factor_of_rho, infinite=True):
+    """mean_wait with one slip: the wait as rho x service x factor_of_rho(rho)."""
+    def mean_wait(service_time, rate):
+        rho = (rate * service_time).m_as("")
+        if infinite and rho >= 1:
+            return Q_(math.inf, "s")
+        return (service_time * factor_of_rho(rho)).to("s")
+    return mean_wait
+
+
+def _stall(s, efficiency="typical", with_step=True, share=lambda b, o: min(1.0, b / (o - 1))):
+    def stall(model, device, prompt_len, output_len, batch):
+        step = rl.decode_step(model, device, s["mean_context"](prompt_len, output_len), batch, efficiency=efficiency)
+        pre = rl.prefill(model, device, prompt_len, efficiency=efficiency)
+        return (step.time + pre.time) if with_step else pre.time, share(batch, output_len)
+    return stall
+
+
+def _pool(tokens_of=lambda p, o: p + o - 1, whole_blocks=True, utilization=None):
+    def sequences_in_pool(model, device, prompt_len, output_len, block_size=16, gpu_memory_utilization=0.9):
+        u = gpu_memory_utilization if utilization is None else utilization
+        tokens = rl.memory_budget(model, device, 1, gpu_memory_utilization=u).max_tokens
+        if not whole_blocks:
+            return int(tokens // tokens_of(prompt_len, output_len))
+        return int(tokens // block_size // math.ceil(tokens_of(prompt_len, output_len) / block_size))
+    return sequences_in_pool
+
+
+def _saved(first_counts=False, whole=True):
+    def prefix_tokens_saved(requests, share, prefix_len, block_size=16):
+        carriers = round(requests * share)
+        cached = prefix_len // block_size * block_size if whole else prefix_len
+        return (carriers if first_counts else max(carriers - 1, 0)) * cached
+    return prefix_tokens_saved
+
+
+def _speedup(s, verify_batch=lambda b, k: b * (k + 1), drafts=True):
+    def spec_speedup(model, device, draft, context_len, batch, draft_len, acceptance):
+        def step(m, b):
+            return rl.decode_step(m, device, context_len, b, efficiency="ideal", allow_overflow=True).time
+        cost = step(model, verify_batch(batch, draft_len)) + (draft_len * step(draft, batch) if drafts else 0 * step(
+            draft, batch))
+        return (s["tokens_per_step"](acceptance, draft_len) * step(model, batch) / cost).m_as("")
+    return spec_speedup
+
+
+def _highest(s, read):
+    def highest_rate(model, device, prompt_len, output_len, p99_itl_limit, rates, prefill="separate",
+                     token_budget=8192):
+        e = s["engine"](model, device, prefill=prefill, token_budget=token_budget)
+        best = 0.0
+        for rate in rates:
+            run = s["simulate"](e, rate=Q_(rate, "1/s"), prompt_len=prompt_len, output_len=output_len,
+                                requests=s["REQUESTS"], seed=0)
+            if read(run) <= p99_itl_limit:
+                best = max(best, float(rate))
+        return Q_(best, "1/s")
+    return highest_rate
+
+
+MISTAKES.update({
+    "mean_wait": {
+        "exponential service (M/M/1) for fixed service": lambda s: (_wait(lambda r: r / (1 - r)),),
+        "1 - rho forgotten": lambda s: (_wait(lambda r: r / 2),),
+        "a finite wait past capacity": lambda s: (_wait(lambda r: r / (2 * abs(1 - r)), infinite=False),),
+        "milliseconds for seconds": lambda s: (
+            lambda t, r: Q_(s["mean_wait"](t, r).m_as("ms"), "s"),),
+    },
+    "stall": {
+        "the prefill alone, without the step it stalls": lambda s: (_stall(s, with_step=False),),
+        "ideal for typical efficiency": lambda s: (_stall(s, efficiency="ideal"),),
+        "O for O - 1 in the share": lambda s: (_stall(s, share=lambda b, o: min(1.0, b / o)),),
+        "the share not capped at 1": lambda s: (_stall(s, share=lambda b, o: b / (o - 1)),),
+    },
+    "sequences_in_pool": {
+        "tokens not rounded up to whole blocks": lambda s: (_pool(whole_blocks=False),),
+        "all the memory (utilisation 1)": lambda s: (_pool(utilization=1.0),),
+        "prompt + answer (the last token is never cached)": lambda s: (_pool(tokens_of=lambda p, o: p + o),),
+        "the prompt alone": lambda s: (_pool(tokens_of=lambda p, o: p),),
+    },
+    "prefix_tokens_saved": {
+        "the first request counted as a hit": lambda s: (_saved(first_counts=True),),
+        "the prefix not rounded down to whole blocks": lambda s: (_saved(whole=False),),
+    },
+    "speculation": {
+        "a^k for a^(k+1): the target's own token forgotten": lambda s: (
+            lambda a, k: (1 - a ** k) / (1 - a), s["spec_speedup"]),
+        "1 + k a: drafts after a rejection counted": lambda s: (lambda a, k: 1 + k * a, s["spec_speedup"]),
+        "the draft's steps left out": lambda s: (s["tokens_per_step"], _speedup(s, drafts=False)),
+        "the check priced at the batch, not batch x (k + 1)": lambda s: (
+            s["tokens_per_step"], _speedup(s, verify_batch=lambda b, k: b)),
+    },
+    "highest_rate": {
+        "p50 for p99": lambda s: (_highest(s, lambda run: run.itl.p50),),
+        "TPOT for ITL": lambda s: (_highest(s, lambda run: run.tpot.p99),),
+        "the mean gap for p99": lambda s: (_highest(s, lambda run: run.itl.mean),),
+    },
+})

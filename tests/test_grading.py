@@ -1,4 +1,4 @@
-"""The grading pipeline end to end on the simulated class (five assignments, sixteen students).
+"""The grading pipeline end to end on the simulated class (six assignments, sixteen students).
 
 Expected scores are derived from which test cells each student's fault breaks.
 
@@ -20,6 +20,10 @@ moe_decode (experts read, body bytes, compute-bound batch) [1+4]; attention shar
 05_under_load (30 autograded, 8 of them in visible tests; its predictions are recorded, not graded):
 step_time and tokens_per_second [1+3]; frontier and bend [1+3]; largest_batch [1+3]; cost_per_million [1+2];
 cost_at_sla [1+3]; joules_per_token [1+2]; tp_step_time [1+3]; per_gpu_throughputs [1+3].
+
+06_tail (30 autograded, 6 of them in visible tests; predictions and the explorer's question are not graded):
+mean_wait [1+4]; stall [1+4]; sequences_in_pool [1+4]; prefix_tokens_saved [1+4]; tokens_per_step and
+spec_speedup [1+4]; highest_rate [1+4].  No exercise calls another's function, so a fault costs its own 5.
 """
 
 import csv
@@ -33,7 +37,7 @@ from tests.conftest import BARE
 
 pytestmark = pytest.mark.slow
 
-A, B, C, D, E = "01_two_phases", "02_kv_cache", "03_quantization", "04_crossover", "05_under_load"
+A, B, C, D, E, F = "01_two_phases", "02_kv_cache", "03_quantization", "04_crossover", "05_under_load", "06_tail"
 # 01_two_phases: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_A = {
     # (student, assignment): (score, status, manual points pending)
@@ -198,13 +202,33 @@ EXPECTED_E = {
     ("mallory", E): (0, "graded", 0),
     ("margaret", E): (8, "graded", 10),  # the eight visible tests, 1 point each
 }
-EXPECTED = {**EXPECTED_A, **EXPECTED_B, **EXPECTED_C, **EXPECTED_D, **EXPECTED_E}
+# 06_tail: (student, assignment): (score, status, manual points pending), with the arithmetic.
+EXPECTED_F = {
+    # 30 autograded points, the written answer (10) waits for the instructor
+    ("ada", F): (30, "graded", 10), ("blaise", F): (0, "graded", 0),
+    # the first half of the 6 answer cells: mean_wait, stall, sequences_in_pool: 5 + 5 + 5
+    ("cora", F): (15, "graded", 0),
+    # ms for s in mean_wait: 1000 times too long where rho < 1 (the past-capacity case still says inf) [5]
+    ("dmitri", F): (25, "graded", 10),
+    # no GB/GiB or K-and-V step in this assignment (the pool comes from memory_budget): the reference
+    ("edsger", F): (30, "graded", 10), ("frances", F): (30, "graded", 10),
+    ("grace", F): (25, "graded", 10),  # prefix_tokens_saved divides by zero [5]
+    ("hedy", F): (25, "graded", 10),  # the loop stops highest_rate being defined [5]
+    ("ivan", F): (30, "graded", 10), ("joan", F): (30, "graded", 10), ("linus", F): (30, "graded", 10),
+    ("niklaus", F): (30, "graded", 10),
+    ("katherine", F): (0, "ungradable", 0),
+    ("olga", F): (25, "graded", 10),  # os._exit in sequences_in_pool's cell [5]
+    ("mallory", F): (0, "graded", 0),
+    ("margaret", F): (6, "graded", 10),  # the six visible tests, 1 point each
+}
+EXPECTED = {**EXPECTED_A, **EXPECTED_B, **EXPECTED_C, **EXPECTED_D, **EXPECTED_E, **EXPECTED_F}
 MAXIMA = {
     A: 40,
     B: 30,
     C: 25,
     D: 30,
     E: 30,
+    F: 30,
 }
 GRADED_CELLS = {  # graded cells of each assignment (test cells and written answers)
     A: 18,
@@ -212,6 +236,7 @@ GRADED_CELLS = {  # graded cells of each assignment (test cells and written answ
     C: 12,
     D: 14,
     E: 16,
+    F: 13,
 }
 
 
@@ -230,16 +255,16 @@ def test_every_student_gets_the_grade_the_design_implies(graded):
 @pytest.mark.exhaustive
 def test_reference_full_marks_and_blank_zero_on_every_cell(graded):
     _, rows = graded
-    for assignment in (A, B, C, D, E):
+    for assignment in (A, B, C, D, E, F):
         assert all(score == top for score, top in rows["ada", assignment].cells.values())
         assert all(score == 0 for score, _ in rows["blaise", assignment].cells.values())
-    assert {a: len(rows["blaise", a].cells) for a in (A, B, C, D, E)} == GRADED_CELLS
+    assert {a: len(rows["blaise", a].cells) for a in (A, B, C, D, E, F)} == GRADED_CELLS
 
 
 @pytest.mark.exhaustive
 def test_reasons_are_recorded(graded):
     _, rows = graded
-    for assignment in (A, B, C, D, E):
+    for assignment in (A, B, C, D, E, F):
         assert "not valid JSON" in rows["katherine", assignment].reason
         assert any("did not finish" in f or "stopped its kernel" in f for f in rows["olga", assignment].flags)
         assert any("input_transformers_post" in f for f in rows["mallory", assignment].flags)
@@ -261,6 +286,7 @@ def test_checker_names_the_mistakes(graded):
     assert ("test_kv_per_token_visible", "forgot K and V (or the 2 bytes of an fp16 value)") in rows["frances", B].mistakes
     assert ("test_step_visible", "milliseconds for seconds") in rows["dmitri", E].mistakes
     assert ("test_tp_hidden", "GB for GiB") in rows["edsger", E].mistakes
+    assert ("test_wait_visible", "milliseconds for seconds") in rows["dmitri", F].mistakes
 
 
 @pytest.mark.exhaustive

@@ -17,6 +17,7 @@ POINTS = {  # (autograded, written) points of each assignment
     "03_quantization": (25, 5),
     "04_crossover": (30, 10),
     "05_under_load": (30, 10),
+    "06_tail": (30, 10),
 }
 
 
@@ -125,3 +126,14 @@ def text_of(cell):
                    for o in cell.get("outputs", [])) + "".join(
         o.get("data", {}).get("text/plain", "") if isinstance(o.get("data", {}).get("text/plain", ""), str)
         else "".join(o["data"]["text/plain"]) for o in cell.get("outputs", []))
+
+
+def test_tail_worked_examples_quote_the_library():
+    """06's worked examples give numbers in its text; they are the library's, so a change of physics shows here."""
+    shown = "".join(text(cell) for cell in cells(SOURCE, "06_tail") if cell["cell_type"] == "markdown")
+    tokens = rl.memory_budget("Llama-3-8B", "H100", 1, gpu_memory_utilization=0.9).max_tokens
+    assert f"{tokens:,} tokens" in shown and f"{tokens // 16:,} whole blocks" in shown
+    assert f"{tokens // 16:,} // 38 = {tokens // 16 // 38:,}" in shown
+    step = rl.decode_step("Mistral-7B", "A100-80GB", 1099, 32, efficiency="typical").time.m_as("ms")
+    prefill = rl.prefill("Mistral-7B", "A100-80GB", 1000, efficiency="typical").time.m_as("ms")
+    assert f"{step:.1f} ms" in shown and f"{prefill:.1f} ms" in shown and f"{step + prefill:.1f} ms" in shown

@@ -145,3 +145,19 @@ def test_length_sliders_are_log_scaled():
     crossover = widgets.crossover_explorer()
     context = next(c for row in crossover.children[:2] for c in row.children if c.description == "context")
     assert context.options[0] == 0 and context.value == 0
+
+
+def test_tail_explain_and_curves():
+    """Prefill apart stalls the streams (p99 ITL at least a 2,000-token prefill once stalls pass 1% of gaps);
+    chunked at 512 tokens keeps every gap far below it, and queues the prompts instead (TTFT p99 rises with load)."""
+    prefill = rl.prefill("Llama-3-8B", "H100", 2000, efficiency="typical").time.m_as("ms")
+    apart, chunked = widgets.tail_sweep("separate"), widgets.tail_sweep("chunked")
+    rates = list(widgets._TAIL_RATES)
+    assert apart["ITL p99"][rates.index(5)] >= prefill
+    assert np.all(chunked["ITL p99"] < prefill / 2)
+    assert np.all(apart["ITL p50"] <= apart["ITL p99"]) and np.all(chunked["TTFT p50"] <= chunked["TTFT p99"])
+    assert chunked["TTFT p99"][-1] > 2 * chunked["TTFT p99"][0]
+    text = widgets.explain_tail("chunked", 7)
+    assert text.startswith("7 requests/s, prefill chunked") and "p99" in text and "pre-emptions" in text
+    box = widgets.tail_explorer()
+    assert [c.description for c in box.children[0].children] == ["prefill", "requests/s"]

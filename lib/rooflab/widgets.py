@@ -6,9 +6,11 @@ a widget box; display it as the last line of a cell.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import ipywidgets as w
+import numpy as np
 from matplotlib.figure import Figure
 
 from . import plots
@@ -17,7 +19,8 @@ from .precision import Precision
 from .serving import DoesNotFit, decode_step, memory_budget, prefill, request
 
 __all__ = ["serving_explorer", "explain", "memory_explorer", "explain_memory", "precision_explorer",
-           "crossover_explorer", "explain_crossovers", "load_explorer", "explain_load"]
+           "crossover_explorer", "explain_crossovers", "load_explorer", "explain_load", "tail_explorer", "explain_tail",
+           "tail_sweep"]
 
 
 def explain(model: str, device: str, precision: str, prompt_len: int, output_len: int, batch: int):
@@ -235,6 +238,70 @@ def load_explorer(devices: tuple[str, ...] = ("L4", "L40S", "A100-80GB", "H100-S
         _show(figure)
 
     return _explorer([[model, device], [precision, tp], [prompt, output], [ttft, itl]], render)
+
+
+_TAIL_RATES = (1, 3, 5, 7, 9)  # requests/s the tail explorer's curves are drawn at
+_TAIL_REQUESTS = 300  # per point: a p99 of 90,000 gaps, and a first draw of a second or two
+
+
+def tail_sweep(mode: str, rates: tuple[float, ...] = _TAIL_RATES, requests: int = _TAIL_REQUESTS):
+    """Percentiles against load for the tail explorer (Llama-3-8B on an H100, 2,000-token prompts, 300-token
+    answers, prefill ``"separate"`` or ``"chunked"`` at 512 tokens a step): {metric: array of ms}, one value per
+    rate, for p50 and p99 of TTFT and ITL.  Cached: the slider only redraws."""
+    return _tail_sweep(mode, tuple(rates), requests)
+
+
+@functools.lru_cache(maxsize=8)
+def _tail_sweep(mode: str, rates: tuple[float, ...], requests: int):
+    runs = [_tail_run(mode, rate, requests) for rate in rates]
+    return {name: np.array([getattr(getattr(r, kind), stat).m_as("ms") for r in runs])
+            for name, kind, stat in (("TTFT p50", "ttft", "p50"), ("TTFT p99", "ttft", "p99"),
+                                     ("ITL p50", "itl", "p50"), ("ITL p99", "itl", "p99"))}
+
+
+@functools.lru_cache(maxsize=64)
+def _tail_run(mode: str, rate: float, requests: int = _TAIL_REQUESTS):
+    from .simulate import engine, simulate
+    from .units import Q_
+
+    e = engine("Llama-3-8B", "H100", prefill=mode, token_budget=512 if mode == "chunked" else 8192)
+    return simulate(e, rate=Q_(rate, "1/s"), prompt_len=2000, output_len=300, requests=requests, seed=0)
+
+
+def explain_tail(mode: str, rate: float, requests: int = _TAIL_REQUESTS) -> str:
+    """Two lines on the engine at ``rate`` requests/s: its TTFT and ITL percentiles, throughput and pre-emptions."""
+    run = _tail_run(mode, float(rate), requests)
+    return (f"{rate:g} requests/s, prefill {'apart' if mode == 'separate' else 'chunked (512 tokens a step)'}: "
+            f"TTFT p50 {_three(run.ttft.p50.m_as('ms'))} ms, p99 {_three(run.ttft.p99.m_as('ms'))} ms; "
+            f"ITL p50 {_three(run.itl.p50.m_as('ms'))} ms, p99 {_three(run.itl.p99.m_as('ms'))} ms\n"
+            f"{_three(run.output_throughput.m_as('token/s'))} tokens/s, {run.mean_batch:.0f} sequences a step on "
+            f"average, {run.preemptions} pre-emptions ({requests} simulated requests, seed 0)")
+
+
+def tail_explorer():
+    """Prefill apart or chunked, and a request rate: p50 and p99 of TTFT and ITL against the load (Llama-3-8B on an
+    H100, 2,000-token prompts, 300-token answers), the chosen rate marked."""
+    mode = w.Dropdown(options=[("apart", "separate"), ("chunked", "chunked")], value="separate", description="prefill")
+    rate = w.SelectionSlider(options=list(_TAIL_RATES), value=3, description="requests/s", continuous_update=False)
+
+    def render():
+        print(explain_tail(mode.value, rate.value))
+        curves = tail_sweep(mode.value)
+        figure = Figure(figsize=(8.0, 3.6))
+        axes = figure.subplots(1, 2)
+        for ax, kind in zip(axes, ("TTFT", "ITL")):
+            for stat, style in (("p50", "o-"), ("p99", "s--")):
+                ax.plot(_TAIL_RATES, curves[f"{kind} {stat}"], style, label=stat)
+            ax.axvline(rate.value, color="grey", lw=1)
+            ax.set_yscale("log")
+            ax.set_xlabel("requests per second")
+            ax.set_ylabel(f"{kind} (ms)")
+            ax.set_title(kind)
+            ax.legend()
+        figure.tight_layout()
+        _show(figure)
+
+    return _explorer([[mode, rate]], render)
 
 
 def _show(figure: Figure) -> None:
