@@ -33,11 +33,57 @@ import pint
 from .hardware import Hardware
 from .units import Q_, quantity, to_si
 
-__all__ = ["calibrate", "device", "best_time", "last_level_cache_bytes", "PRECISION"]
+__all__ = ["calibrate", "device", "best_time", "last_level_cache_bytes", "use_threads", "blas_threads", "PRECISION"]
 
 #: The precision numpy multiplies and stores in here: the record has a rate for this one only.
 PRECISION = "fp32"
 _FALLBACK_CACHE = 32 * 2**20  # a last-level cache size to assume when the OS does not say
+
+
+def _openblas():
+    """numpy's OpenBLAS as a ctypes library with its thread setter and getter, or None (another BLAS, no /proc)."""
+    import ctypes
+    import re
+
+    try:
+        with open("/proc/self/maps") as handle:
+            paths = sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", handle.read())))
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"), ("openblas", "")):
+            setter = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+            getter = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+            if setter is not None and getter is not None:
+                getter.restype = ctypes.c_int
+                return setter, getter
+    return None
+
+
+def blas_threads() -> int | None:
+    """Threads numpy's BLAS (OpenBLAS) runs a matrix product on, or None where it cannot be read."""
+    found = _openblas()
+    return None if found is None else int(found[1]())
+
+
+def use_threads(threads: int) -> int | None:
+    """Run numpy's matrix products on ``threads`` threads from now on; return the number now set (None: unknown).
+
+    One thread keeps a measurement clean on a shared machine: OpenBLAS's threads wait for each other by spinning, so
+    when another program takes one of the cores, a product on two threads can run ten times slower, while one on a
+    single thread only loses its share.  Calibrate and profile with the same setting.
+    """
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a whole number of at least 1, got {threads!r}")
+    found = _openblas()
+    if found is None:
+        return None
+    found[0](threads)
+    return int(found[1]())
 
 
 def best_time(run: Callable[[], object], repeats: int = 3, warmup: int = 1) -> pint.Quantity:
@@ -149,12 +195,12 @@ def calibrate(size: int = 2048, stream_bytes: int | None = None, repeats: int = 
     flops, matmul_s = _matmul_rate(size, repeats)
     copy, read = _stream_rates(stream_bytes, repeats)
     bandwidth = max(copy, read)
-    threads = os.environ.get("OMP_NUM_THREADS") or os.environ.get("OPENBLAS_NUM_THREADS") or "BLAS default"
+    threads = blas_threads()
     notes = (f"float32 matmul {size}x{size}x{size}: best of {repeats} {matmul_s * 1e3:.1f} ms, "
              f"{flops / 1e9:.1f} GFLOP/s; stream over {stream_bytes / 2**20:.0f} MiB "
              f"(last-level cache {cache / 2**20:.0f} MiB): copy {copy / 1e9:.1f} GB/s (read + write counted), "
              f"matrix-vector read {read / 1e9:.1f} GB/s; bandwidth = the larger. "
-             f"{os.cpu_count()} CPUs visible, threads: {threads}.")
+             f"{os.cpu_count()} CPUs visible, BLAS threads: {threads if threads else 'not known'}.")
     source = f"measured by rooflab.measure.calibrate at {time.strftime('%Y-%m-%d %H:%M:%S')}"
     return Hardware(name="this machine (numpy fp32)", peak_flops_si={PRECISION: flops},
                     memory_bandwidth_si=bandwidth, memory_capacity_si=_memory_capacity() or 16e9, power_si=None,

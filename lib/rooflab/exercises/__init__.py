@@ -31,6 +31,7 @@ ASSIGNMENTS = {
     "03_quantization": "quantization",
     "04_crossover": "crossover",
     "05_under_load": "under_load",
+    "07_measure": "measure",
 }
 
 _EXERCISES: dict[str, "Exercise"] = {}
