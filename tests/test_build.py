@@ -297,3 +297,18 @@ def test_a_failing_reference_is_a_problem_line_and_nothing_is_written(tmp_path):
         "problem: README.md: `99_tiny` is listed with 3 + 0 points, the notebooks' metadata has 2 + 0"]
     assert "\x1b[" not in done.stderr and "Traceback" not in done.stderr and "built" not in done.stdout
     assert not (course / "release").exists() and not (course / "solutions").exists()
+
+
+def test_a_measured_cell_is_compared_by_its_source_not_its_outputs():
+    def notebook(tags, text):
+        cell = {"cell_type": "code", "id": "timing", "metadata": {"tags": tags}, "source": "print(best_time())",
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": text}], "execution_count": 1}
+        return {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+    from course.build import notebook_differences
+
+    assert notebook_differences(notebook(["measured"], "9.8 ms\n"), notebook(["measured"], "10.4 ms\n")) == []
+    assert notebook_differences(notebook([], "9.8 ms\n"), notebook([], "10.4 ms\n")) == ["cell 0 (timing), output 0: text differs"]
+    changed = notebook(["measured"], "9.8 ms\n")
+    changed["cells"][0]["source"] = "print(best_time(repeats=5))"
+    assert notebook_differences(notebook(["measured"], "9.8 ms\n"), changed) == ["cell 0 (timing): source differs"]

@@ -41,6 +41,17 @@ def _device(lib, spec):
     return lib.measure.device(lib.Q_(gflops, "GFLOP/s"), lib.Q_(gb_s, "GB/s"), name=name)
 
 
+def _calling(function, call: str, rl, *args):
+    """The student's answer; asking a machine record for a rate it does not have becomes a failure that says so."""
+    __tracebackhide__ = True
+    try:
+        return function(*args)
+    except rl.UnsupportedPrecision as error:
+        said = str(error)[:200].rstrip(".")
+    _fail(f"{call} raised UnsupportedPrecision ({said}). A calibrated machine has one compute rate, fp32, the format "
+          "numpy multiplies in: use device.peak_flops(\"fp32\") (a GPU's FP32 rate too).", "the fp16 peak")
+
+
 def _label(spec) -> str:
     return spec if isinstance(spec, str) else f"{spec[0]} ({spec[1]:g} GFLOP/s, {spec[2]:g} GB/s)"
 
@@ -65,8 +76,9 @@ def _ttft_roofline(answers, case, ref, rl):
     (ttft_roofline,) = answers
     name, device, prompt_len = case
     expected = ref.prefill(_model(ref, name), _device(ref, device), prompt_len, precision=FP32).time
-    quantity(ttft_roofline(_model(rl, name), _device(rl, device), prompt_len), expected,
-             f"ttft_roofline({name}, {_label(device)}, {prompt_len})", rel=EXACT)
+    call = f"ttft_roofline({name}, {_label(device)}, {prompt_len})"
+    quantity(_calling(ttft_roofline, call, rl, _model(rl, name), _device(rl, device), prompt_len), expected, call,
+             rel=EXACT)
 
 
 # -- Exercise 2: the time per output token the roofline predicts -----------------------------------------------
@@ -88,8 +100,9 @@ def _step_roofline(answers, case, ref, rl):
     name, device, context_len, batch = case
     expected = ref.decode_step(_model(ref, name), _device(ref, device), context_len, batch, FP32,
                                allow_overflow=True).time
-    quantity(step_roofline(_model(rl, name), _device(rl, device), context_len, batch), expected,
-             f"step_roofline({name}, {_label(device)}, {context_len}, {batch})", rel=EXACT)
+    call = f"step_roofline({name}, {_label(device)}, {context_len}, {batch})"
+    quantity(_calling(step_roofline, call, rl, _model(rl, name), _device(rl, device), context_len, batch), expected,
+             call, rel=EXACT)
 
 
 # -- Exercise 3: the two profiles, taken -----------------------------------------------------------------------
@@ -230,16 +243,16 @@ def _utilisation(answers, case, ref, rl):
         prompt_len, ms = args
         flops = ref.prefill(_model(ref, name), dev, prompt_len, precision=FP32).flops
         expected = (flops / ref.Q_(ms, "ms") / dev.peak_flops(FP32)).m_as("")
-        answer = mfu(_model(rl, name), _device(rl, device), prompt_len, rl.Q_(ms, "ms"))
-        number(answer, expected, f"mfu({name}, {_label(device)}, {prompt_len}, {ms:g} ms)", rel=EXACT,
-               mistakes=slips)
+        call = f"mfu({name}, {_label(device)}, {prompt_len}, {ms:g} ms)"
+        number(_calling(mfu, call, rl, _model(rl, name), _device(rl, device), prompt_len, rl.Q_(ms, "ms")), expected,
+               call, rel=EXACT, mistakes=slips)
         return
     context_len, batch, ms = args
     nbytes = ref.decode_step(_model(ref, name), dev, context_len, batch, FP32, allow_overflow=True).bytes
     expected = (nbytes / ref.Q_(ms, "ms") / dev.memory_bandwidth).m_as("")
-    answer = mbu(_model(rl, name), _device(rl, device), context_len, batch, rl.Q_(ms, "ms"))
-    number(answer, expected, f"mbu({name}, {_label(device)}, {context_len}, {batch}, {ms:g} ms)", rel=EXACT,
-           mistakes=slips)
+    call = f"mbu({name}, {_label(device)}, {context_len}, {batch}, {ms:g} ms)"
+    number(_calling(mbu, call, rl, _model(rl, name), _device(rl, device), context_len, batch, rl.Q_(ms, "ms")),
+           expected, call, rel=EXACT, mistakes=slips)
 
 
 @exercise("own_utilisation", A, visible=[("prefill",), ("decode",)])
@@ -286,8 +299,8 @@ def _compute_bound_len(answers, case, ref, rl):
     (compute_bound_len,) = answers
     name, device = case
     expected = ref.prefill_compute_bound_len(_model(ref, name), _device(ref, device), FP32)
-    answer = compute_bound_len(_model(rl, name), _device(rl, device))
     call = f"compute_bound_len({name}, {_label(device)})"
+    answer = _calling(compute_bound_len, call, rl, _model(rl, name), _device(rl, device))
     if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (int, float, np.integer, np.floating)):
         _fail(f"{call} should be a whole number of tokens, got {type(answer).__name__} {answer!r:.80}.")
     if answer == expected:
