@@ -181,7 +181,8 @@ def calibrate(size: int = 2048, stream_bytes: int | None = None, repeats: int = 
 
     peak = 2 size^3 / (fastest size x size float32 matmul), FLOP/s; bandwidth = the larger of
     2 x bytes / (fastest copy) and bytes / (fastest matrix-vector read) over ``stream_bytes`` (default:
-    8 x the last-level cache, at least 256 MiB and at most 1 GiB; the copy streams half of it each way), B/s.  Takes about a second on a laptop.
+    8 x the last-level cache, at least 256 MiB and at most 1 GiB; the copy streams half of it each way; best of
+    at least 5), B/s.  Takes about a second on a laptop.
     ``notes`` says what was measured and how.
     """
     for value, what, least in ((size, "size", 256), (repeats, "repeats", 1)):
@@ -193,12 +194,12 @@ def calibrate(size: int = 2048, stream_bytes: int | None = None, repeats: int = 
     if isinstance(stream_bytes, bool) or not isinstance(stream_bytes, int) or stream_bytes < 2**20:
         raise ValueError(f"stream_bytes must be a whole number of bytes, at least 1 MiB, got {stream_bytes!r}")
     flops, matmul_s = _matmul_rate(size, repeats)
-    copy, read = _stream_rates(stream_bytes, repeats)
+    copy, read = _stream_rates(stream_bytes, max(repeats, 5))  # a stream takes milliseconds: more tries are cheap
     bandwidth = max(copy, read)
     threads = blas_threads()
     notes = (f"float32 matmul {size}x{size}x{size}: best of {repeats} {matmul_s * 1e3:.1f} ms, "
              f"{flops / 1e9:.1f} GFLOP/s; stream over {stream_bytes / 2**20:.0f} MiB "
-             f"(last-level cache {cache / 2**20:.0f} MiB): copy {copy / 1e9:.1f} GB/s (read + write counted), "
+             f"(last-level cache {cache / 2**20:.0f} MiB, best of {max(repeats, 5)}): copy {copy / 1e9:.1f} GB/s (read + write counted), "
              f"matrix-vector read {read / 1e9:.1f} GB/s; bandwidth = the larger. "
              f"{os.cpu_count()} CPUs visible, BLAS threads: {threads if threads else 'not known'}.")
     source = f"measured by rooflab.measure.calibrate at {time.strftime('%Y-%m-%d %H:%M:%S')}"
