@@ -20,6 +20,10 @@ moe_decode (experts read, body bytes, compute-bound batch) [1+4]; attention shar
 05_under_load (30 autograded, 8 of them in visible tests; its predictions are recorded, not graded):
 step_time and tokens_per_second [1+3]; frontier and bend [1+3]; largest_batch [1+3]; cost_per_million [1+2];
 cost_at_sla [1+3]; joules_per_token [1+2]; tp_step_time [1+3]; per_gpu_throughputs [1+3].
+
+07_measure (30 autograded, 7 visible; the written answer 5; predictions recorded, not graded; the students'
+measurements are taken again in the sandbox when graded): ttft_roofline [1+5]; step_roofline [1+5]; the two
+profiles [2+4]; mfu and mbu [1+3]; MFU and MBU of one's own profiles [1+1]; compute_bound_len [1+5].
 """
 
 import csv
@@ -34,6 +38,7 @@ from tests.conftest import BARE
 pytestmark = pytest.mark.slow
 
 A, B, C, D, E = "01_two_phases", "02_kv_cache", "03_quantization", "04_crossover", "05_under_load"
+F = "07_measure"
 # 01_two_phases: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_A = {
     # (student, assignment): (score, status, manual points pending)
@@ -192,13 +197,45 @@ EXPECTED_E = {
     ("mallory", E): (0, "graded", 0),
     ("margaret", E): (8, "graded", 10),  # the eight visible tests, 1 point each
 }
-EXPECTED = {**EXPECTED_A, **EXPECTED_B, **EXPECTED_C, **EXPECTED_D, **EXPECTED_E}
+# 07_measure: (student, assignment): (score, status, manual points pending), with the arithmetic.
+EXPECTED_F = {
+    # 07: 30 autograded points, the written answer (5) waits for the instructor
+    ("ada", F): (30, "graded", 5), ("blaise", F): (0, "graded", 0),
+    # the first three of its six answer cells: ttft_roofline, step_roofline and the prefill profile: 6 + 6; without
+    # the decode profile's cell tpot never exists, so both profile tests [2+4] fail at their decode case
+    ("cora", F): (12, "graded", 0),
+    # measured seconds labelled as milliseconds: every TTFT 1000 times shorter than the roofline allows, both
+    # profile tests [2+4]; the MFU computed from them is about 500, beyond the margin of 2: both own-utilisation
+    # tests [1+1].  mfu itself is right: 30 - 8
+    ("dmitri", F): (22, "graded", 5),
+    # GB for GiB in mbu's bytes (off by 1.074): mfu and mbu's tests [1+3], and decode_mbu, built with it, no longer
+    # matches the formula on the same times (7% > 2%): the own-utilisation tests [1+1]: 30 - 6
+    ("edsger", F): (24, "graded", 5),
+    # forgot K and V in step_roofline: the visible TinyLlama batch of 64 (caches a third of the step) [1] and the
+    # hidden cases (the lab server's batch of 64 at 100 tokens: a memory-bound attention 0.35 of 2.4 ms) [5];
+    # mbu counts its own cache and passes: 30 - 6
+    ("frances", F): (24, "graded", 5),
+    ("grace", F): (24, "graded", 5),  # compute_bound_len divides by zero [1+5]
+    # the loop in exercise 4's cell: mfu, mbu and the student's own MFU and MBU never exist [4 + 2]
+    ("hedy", F): (24, "graded", 5),
+    ("ivan", F): (30, "graded", 5), ("joan", F): (30, "graded", 5), ("linus", F): (30, "graded", 5),
+    ("niklaus", F): (30, "graded", 5),
+    ("katherine", F): (0, "ungradable", 0),
+    ("olga", F): (24, "graded", 5),  # os._exit in compute_bound_len's cell [1+5]
+    ("mallory", F): (0, "graded", 0),
+    # hard-coded function answers, measurements her own: the visible ttft, step, mfu/mbu and crossover tests
+    # [1+1+1+1], both profile tests [2+4]; her prefill_mfu calls the table with 1 token and raises, so the
+    # own-utilisation tests fail [0]: 4 + 6
+    ("margaret", F): (10, "graded", 5),
+}
+EXPECTED = {**EXPECTED_A, **EXPECTED_B, **EXPECTED_C, **EXPECTED_D, **EXPECTED_E, **EXPECTED_F}
 MAXIMA = {
     A: 40,
     B: 30,
     C: 25,
     D: 30,
     E: 30,
+    F: 30,
 }
 GRADED_CELLS = {  # graded cells of each assignment (test cells and written answers)
     A: 18,
@@ -206,6 +243,7 @@ GRADED_CELLS = {  # graded cells of each assignment (test cells and written answ
     C: 12,
     D: 14,
     E: 16,
+    F: 13,
 }
 
 
@@ -222,15 +260,15 @@ def test_every_student_gets_the_grade_the_design_implies(graded):
 
 def test_reference_full_marks_and_blank_zero_on_every_cell(graded):
     _, rows = graded
-    for assignment in (A, B, C, D, E):
+    for assignment in (A, B, C, D, E, F):
         assert all(score == top for score, top in rows["ada", assignment].cells.values())
         assert all(score == 0 for score, _ in rows["blaise", assignment].cells.values())
-    assert {a: len(rows["blaise", a].cells) for a in (A, B, C, D, E)} == GRADED_CELLS
+    assert {a: len(rows["blaise", a].cells) for a in (A, B, C, D, E, F)} == GRADED_CELLS
 
 
 def test_reasons_are_recorded(graded):
     _, rows = graded
-    for assignment in (A, B, C, D, E):
+    for assignment in (A, B, C, D, E, F):
         assert "not valid JSON" in rows["katherine", assignment].reason
         assert any("did not finish" in f or "stopped its kernel" in f for f in rows["olga", assignment].flags)
         assert any("get_ipython" in f for f in rows["mallory", assignment].flags)
@@ -251,6 +289,7 @@ def test_checker_names_the_mistakes(graded):
     assert ("test_kv_per_token_visible", "forgot K and V (or the 2 bytes of an fp16 value)") in rows["frances", B].mistakes
     assert ("test_step_visible", "milliseconds for seconds") in rows["dmitri", E].mistakes
     assert ("test_tp_hidden", "GB for GiB") in rows["edsger", E].mistakes
+    assert ("test_profiles_visible", "seconds written as milliseconds") in rows["dmitri", F].mistakes
 
 
 def test_grades_csv_feedback_and_report(graded):

@@ -5,7 +5,7 @@ two operations on the machine it runs on and returns a :class:`~rooflab.Hardware
 record that every library function accepts like a catalogue GPU, with its
 compute precision ``"fp32"`` (numpy multiplies float32 on the CPU's vector units):
 
-* compute: a square float32 matrix product, n x n by n x n, 2 n^3 FLOPs, far above
+* compute: a square float32 matrix product, n x n by n x n (n = 1536), 2 n^3 FLOPs, far above
   the ridge point (its intensity is n / 6 FLOP/B), so it runs at the CPU's peak as
   numpy's BLAS reaches it;
 * memory: a stream through arrays much larger than the last-level cache, the best of a
@@ -176,13 +176,13 @@ def _stream_rates(nbytes: int, repeats: int) -> tuple[float, float]:
     return 2.0 * first.nbytes / copy, buffer.nbytes / read
 
 
-def calibrate(size: int = 2048, stream_bytes: int | None = None, repeats: int = 3) -> Hardware:
+def calibrate(size: int = 1536, stream_bytes: int | None = None, repeats: int = 3) -> Hardware:
     """Measure this machine's two roofs and return them as a device record (compute precision ``"fp32"``).
 
     peak = 2 size^3 / (fastest size x size float32 matmul), FLOP/s; bandwidth = the larger of
     2 x bytes / (fastest copy) and bytes / (fastest matrix-vector read) over ``stream_bytes`` (default:
-    8 x the last-level cache, at least 256 MiB and at most 1 GiB; the copy streams half of it each way; best of
-    at least 5), B/s.  Takes about a second on a laptop.
+    4 x the last-level cache, at least 128 MiB and at most 512 MiB; the copy streams half of it each way; best of
+    at least 5), B/s.  Takes under a second on an idle laptop.
     ``notes`` says what was measured and how.
     """
     for value, what, least in ((size, "size", 256), (repeats, "repeats", 1)):
@@ -190,7 +190,7 @@ def calibrate(size: int = 2048, stream_bytes: int | None = None, repeats: int = 
             raise ValueError(f"{what} must be a whole number of at least {least}, got {value!r}")
     cache = last_level_cache_bytes()
     if stream_bytes is None:
-        stream_bytes = min(max(8 * cache, 256 * 2**20), 2**30)
+        stream_bytes = min(max(4 * cache, 128 * 2**20), 2**29)
     if isinstance(stream_bytes, bool) or not isinstance(stream_bytes, int) or stream_bytes < 2**20:
         raise ValueError(f"stream_bytes must be a whole number of bytes, at least 1 MiB, got {stream_bytes!r}")
     flops, matmul_s = _matmul_rate(size, repeats)
@@ -199,7 +199,8 @@ def calibrate(size: int = 2048, stream_bytes: int | None = None, repeats: int = 
     threads = blas_threads()
     notes = (f"float32 matmul {size}x{size}x{size}: best of {repeats} {matmul_s * 1e3:.1f} ms, "
              f"{flops / 1e9:.1f} GFLOP/s; stream over {stream_bytes / 2**20:.0f} MiB "
-             f"(last-level cache {cache / 2**20:.0f} MiB, best of {max(repeats, 5)}): copy {copy / 1e9:.1f} GB/s (read + write counted), "
+             f"(last-level cache {cache / 2**20:.0f} MiB, best of {max(repeats, 5)}): "
+             f"copy {copy / 1e9:.1f} GB/s (read + write counted), "
              f"matrix-vector read {read / 1e9:.1f} GB/s; bandwidth = the larger. "
              f"{os.cpu_count()} CPUs visible, BLAS threads: {threads if threads else 'not known'}.")
     source = f"measured by rooflab.measure.calibrate at {time.strftime('%Y-%m-%d %H:%M:%S')}"

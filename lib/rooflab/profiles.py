@@ -33,8 +33,8 @@ from .validation import lengths
 
 __all__ = ["Profile", "ttft_profile", "decode_profile", "DECODE_PROMPT", "DECODE_STEPS", "MARGIN"]
 
-#: The decode profile's workload: a short prompt, then DECODE_STEPS steps at contexts 8 .. 24 (a whole mean, 16).
-DECODE_PROMPT, DECODE_STEPS = 8, 17
+#: The decode profile's workload: a short prompt, then DECODE_STEPS steps at contexts 8 .. 16 (a whole mean, 12).
+DECODE_PROMPT, DECODE_STEPS = 8, 9
 #: How much faster than the calibrated roofline a measurement may seem before it is called impossible: the
 #: calibration is itself a measurement (best of a few runs, disturbed by whatever else the machine does), and a
 #: small model's weights partly sit in the last-level cache.  Beyond this factor the time is wrong (a unit, a

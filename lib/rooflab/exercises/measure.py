@@ -196,9 +196,9 @@ DECODE_GAIN = {"about 16x": ("16x", "about 16", "16", "16 x"),
 @question("prefill_batching", A, "less than 2x", PREFILL_GAIN, revisited_in="The cell after the batched prefill")
 def _prefill_batching(ref):
     tiny, laptop = ref.tiny_transformer.TINY, _device(ref, LAPTOP)
-    one, four = (ref.prefill(tiny, laptop, 128, FP32, batch=b) for b in (1, 4))
+    one, four = (ref.prefill(tiny, laptop, 64, FP32, batch=b) for b in (1, 4))
     gain = (4 * one.time / four.time).m_as("")
-    return (f"A prefill of 128 tokens is compute-bound already: on the example laptop (100 GFLOP/s, 20 GB/s) the "
+    return (f"A prefill of 64 tokens is compute-bound already: on the example laptop (100 GFLOP/s, 20 GB/s) the "
             f"roofline gives {one.time.m_as('ms'):.1f} ms for one prompt and {four.time.m_as('ms'):.1f} ms for four, "
             f"{gain:.2f}x the tokens per second. Four prompts are four times the FLOPs, and the FLOPs bind. Your "
             "measurement above may show a little more than 1x (numpy runs a larger matrix product closer to its "
