@@ -21,9 +21,9 @@ moe_decode (experts read, body bytes, compute-bound batch) [1+4]; attention shar
 step_time and tokens_per_second [1+3]; frontier and bend [1+3]; largest_batch [1+3]; cost_per_million [1+2];
 cost_at_sla [1+3]; joules_per_token [1+2]; tp_step_time [1+3]; per_gpu_throughputs [1+3].
 
-07_measure (30 autograded, 7 visible; the written answer 5; predictions recorded, not graded; the students'
-measurements are taken again in the sandbox when graded): ttft_roofline [1+5]; step_roofline [1+5]; the two
-profiles [2+4]; mfu and mbu [1+3]; MFU and MBU of one's own profiles [1+1]; compute_bound_len [1+5].
+07_measure (25 autograded, 7 visible; the written answer 5; predictions recorded, not graded; the students'
+measurements are taken again in the sandbox when graded): ttft_roofline [1+4]; step_roofline [1+4]; the two
+profiles [2+4]; mfu and mbu [1+3]; MFU and MBU of one's own profiles [1+1]; compute_bound_len [1+2].
 """
 
 import csv
@@ -199,29 +199,29 @@ EXPECTED_E = {
 }
 # 07_measure: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_F = {
-    # 07: 30 autograded points, the written answer (5) waits for the instructor
-    ("ada", F): (30, "graded", 5), ("blaise", F): (0, "graded", 0),
-    # the first three of its six answer cells: ttft_roofline, step_roofline and the prefill profile: 6 + 6; without
+    # 07: 25 autograded points, the written answer (5) waits for the instructor
+    ("ada", F): (25, "graded", 5), ("blaise", F): (0, "graded", 0),
+    # the first three of its six answer cells: ttft_roofline, step_roofline and the prefill profile: 5 + 5; without
     # the decode profile's cell tpot never exists, so both profile tests [2+4] fail at their decode case
-    ("cora", F): (12, "graded", 0),
+    ("cora", F): (10, "graded", 0),
     # measured seconds labelled as milliseconds: every TTFT 1000 times shorter than the roofline allows, both
     # profile tests [2+4]; the MFU computed from them is about 500, beyond the margin of 2: both own-utilisation
-    # tests [1+1].  mfu itself is right: 30 - 8
-    ("dmitri", F): (22, "graded", 5),
+    # tests [1+1].  mfu itself is right: 25 - 8
+    ("dmitri", F): (17, "graded", 5),
     # GB for GiB in mbu's bytes (off by 1.074): mfu and mbu's tests [1+3], and decode_mbu, built with it, no longer
-    # matches the formula on the same times (7% > 2%): the own-utilisation tests [1+1]: 30 - 6
-    ("edsger", F): (24, "graded", 5),
+    # matches the formula on the same times (7% > 2%): the own-utilisation tests [1+1]: 25 - 6
+    ("edsger", F): (19, "graded", 5),
     # forgot K and V in step_roofline: the visible TinyLlama batch of 64 (caches a third of the step) [1] and the
-    # hidden cases (the lab server's batch of 64 at 100 tokens: a memory-bound attention 0.35 of 2.4 ms) [5];
-    # mbu counts its own cache and passes: 30 - 6
-    ("frances", F): (24, "graded", 5),
-    ("grace", F): (24, "graded", 5),  # compute_bound_len divides by zero [1+5]
-    # the loop in exercise 4's cell: mfu, mbu and the student's own MFU and MBU never exist [4 + 2]
-    ("hedy", F): (24, "graded", 5),
-    ("ivan", F): (30, "graded", 5), ("joan", F): (30, "graded", 5), ("linus", F): (30, "graded", 5),
-    ("niklaus", F): (30, "graded", 5),
+    # hidden cases (the lab server's batch of 64 at 100 tokens: a memory-bound attention 0.35 of 2.4 ms) [4];
+    # mbu counts its own cache and passes: 25 - 5
+    ("frances", F): (20, "graded", 5),
+    ("grace", F): (22, "graded", 5),  # compute_bound_len divides by zero [1+2]
+    # the loop in exercise 4's cell: mfu, mbu and the student's own MFU and MBU never exist [4 + 2]: 25 - 6
+    ("hedy", F): (19, "graded", 5),
+    ("ivan", F): (25, "graded", 5), ("joan", F): (25, "graded", 5), ("linus", F): (25, "graded", 5),
+    ("niklaus", F): (25, "graded", 5),
     ("katherine", F): (0, "ungradable", 0),
-    ("olga", F): (24, "graded", 5),  # os._exit in compute_bound_len's cell [1+5]
+    ("olga", F): (22, "graded", 5),  # os._exit in compute_bound_len's cell [1+2]
     ("mallory", F): (0, "graded", 0),
     # hard-coded function answers, measurements her own: the visible ttft, step, mfu/mbu and crossover tests
     # [1+1+1+1], both profile tests [2+4]; her prefill_mfu calls the table with 1 token and raises, so the
@@ -235,7 +235,7 @@ MAXIMA = {
     C: 25,
     D: 30,
     E: 30,
-    F: 30,
+    F: 25,
 }
 GRADED_CELLS = {  # graded cells of each assignment (test cells and written answers)
     A: 18,

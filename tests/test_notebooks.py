@@ -17,6 +17,7 @@ POINTS = {  # (autograded, written) points of each assignment
     "03_quantization": (25, 5),
     "04_crossover": (30, 10),
     "05_under_load": (30, 10),
+    "07_measure": (25, 5),
 }
 
 
