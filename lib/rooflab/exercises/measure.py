@@ -113,6 +113,11 @@ def _times(values, points, what: str, ref):
     count = len(points)
     if values is Ellipsis or values is None:
         _fail(f"{what} is not measured yet: replace the ... with your measured times, then run this cell again.")
+    if isinstance(values, (list, tuple)) and values and all(hasattr(v, "units") for v in values):
+        try:  # a list of times, one quantity each, as a loop of best_time gives them
+            values = ref.Q_(np.array([float(v.m_as("s")) for v in values]), "s")
+        except Exception:
+            _fail(f"{what} = {values!r:.200}: every item should be a time.", "wrong dimension")
     if not (hasattr(values, "units") and hasattr(values, "magnitude")):
         _fail(f"{what} should be a quantity of time with one value per point, e.g. Q_(np.array(seconds), 's'); "
               f"got {type(values).__name__} {values!r:.120}.", "a bare number where a quantity is asked")
@@ -271,6 +276,11 @@ def _own_utilisation(answers, case, ref, rl):
         work = [ref.decode_step(tiny, machine, mean, int(b), FP32).bytes_si for b in batches]
         roof = machine.memory_bandwidth_si
     expected = np.asarray(work) / (seconds * roof)
+    if isinstance(got, (list, tuple)) and got and all(hasattr(v, "magnitude") for v in got):
+        try:  # one dimensionless quantity per point
+            got = np.array([float(v.m_as("")) for v in got])
+        except Exception:
+            _fail(f"{what} = {got!r:.200}: each item should be a plain number (a fraction), not a quantity with units.")
     if got is Ellipsis or np.shape(getattr(got, "magnitude", got)) != expected.shape:
         _fail(f"{what} should hold one number for each of the {len(points)} points {list(points)}, got "
               f"{got!r:.120}.")
