@@ -12,7 +12,7 @@ cases are not here: they sit in the instructor's hidden test cells
 Predictions and questions that are revealed, not graded, are :class:`Question` s.
 
 One module per assignment registers its exercises: :mod:`.two_phases`,
-:mod:`.kv_cache`, :mod:`.quantization`, :mod:`.crossover`, :mod:`.under_load`.
+:mod:`.kv_cache`, :mod:`.quantization`, :mod:`.crossover`, :mod:`.under_load`, :mod:`.measure`.
 """
 
 from __future__ import annotations
