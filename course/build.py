@@ -33,6 +33,8 @@ from .kernels import kernel_config, settled, unsettled
 from .nbgrader_run import (RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrader, notebooks, read_notebook,
                            write_notebook)
 
+MEASURED = "measured"  # the tag of a cell whose outputs are measurements of the machine that ran it
+
 
 class BuildError(RuntimeError):
     """A source notebook, or what nbgrader made of it, breaks a course rule."""
@@ -444,7 +446,8 @@ def notebook_differences(old: dict, new: dict) -> list[str]:
     """How two notebooks differ in meaning; ``[]`` when they mean the same.
 
     Compared exactly: notebook and cell metadata, cell types, ids and sources, and every output except
-    images.  Images are compared by decoded pixels, within PIXEL_TOLERANCE, never by their bytes.
+    images.  Images are compared by decoded pixels, within PIXEL_TOLERANCE, never by their bytes.  A cell tagged
+    ``measured`` (its outputs are timings of the machine that ran it, as in 07_measure) has its outputs ignored.
     """
     found = []
     for key in sorted(set(old) | set(new)):
@@ -460,6 +463,8 @@ def notebook_differences(old: dict, new: dict) -> list[str]:
                 found.append(f"{where}: {key} differs")
         if _text(a.get("source", "")) != _text(b.get("source", "")):
             found.append(f"{where}: source differs")
+        if MEASURED in b.get("metadata", {}).get("tags", ()):
+            continue  # timings differ on every run and machine: only the source is the cell's meaning
         outputs_a, outputs_b = a.get("outputs", []), b.get("outputs", [])
         if len(outputs_a) != len(outputs_b):
             found.append(f"{where}: {len(outputs_a)} outputs became {len(outputs_b)}")

@@ -292,6 +292,45 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return Q_({22: 5.0, 50: 1.0}[round(p99_itl_limit.m_as("ms"))], "1/s")'),
         ],
     },
+    "07_measure": {
+        "ms_for_s": [  # the measured TTFTs, in seconds, labelled as milliseconds
+            ("ex3_prefill", 'ttft = Q_(np.array(seconds), "s")', 'ttft = Q_(np.array(seconds), "ms")'),
+        ],
+        "gb_for_gib": [
+            ("ex4_utilisation", 'return (Q_(nbytes, "B") / tpot / device.memory_bandwidth).m_as("")',
+             'return (Q_(nbytes / 2**30, "GB") / tpot / device.memory_bandwidth).m_as("")'),
+        ],
+        "forgot_k_and_v": [
+            ("ex2_step", "kv_values = 2 * model.layers", "kv_values = model.layers"),
+        ],
+        "raises": [
+            ("ex5_crossover", "    ridge = (device", "    ridge = 0 / 0 + (device"),
+        ],
+        "infinite_loop": [
+            ("ex4_utilisation", "def mfu(", "while True:  # a loop left running\n    pass\n\n\ndef mfu("),
+        ],
+        "kills_kernel": [
+            ("ex5_crossover", "def compute_bound_len(", "import os\nos._exit(1)\n\n\ndef compute_bound_len("),
+        ],
+        "warning": [
+            ("ex1_ttft", "    n = prompt_len\n",
+             "    import warnings\n    warnings.warn('norms and RoPE are not counted')\n    n = prompt_len\n"),
+        ],
+        "hard_coded": [  # the functions' visible answers looked up; the measurements are her own
+            ("ex1_ttft", None, 'def ttft_roofline(model, device, prompt_len):\n'
+             '    return Q_({64: 32.0556, 1: 5.66456, 1024: 106.742}[prompt_len], "ms")'),
+            ("ex2_step", None, 'def step_roofline(model, device, context_len, batch):\n'
+             '    return Q_({1: 5.67112, 16: 9.17389, 64: 9.62049}[batch], "ms")'),
+            ("ex4_utilisation", None, 'def mfu(model, device, prompt_len, ttft):\n'
+             '    return {256: 0.429925, 1024: 0.426479}[prompt_len]\n\n\n'
+             'def mbu(model, device, context_len, batch, tpot):\n'
+             '    return {1: 0.472593, 64: 0.121489}[batch]\n\n\n'
+             'prefill_mfu = np.array([mfu(TINY, machine, n, t) for n, t in zip(PROMPT_LENS, ttft)])\n'
+             'decode_mbu = np.array([mbu(TINY, machine, 12, b, t) for b, t in zip(BATCHES, tpot)])'),
+            ("ex5_crossover", None, 'def compute_bound_len(model, device):\n'
+             '    return {"laptop": 11, "H100-SXM": 41, "T4": 51}[device.name]'),
+        ],
+    },
     "02_kv_cache": {
         "ms_for_s": [
             ("ex4_step", 'return max((flops / device.peak_flops(precision)).to("s"), (nbytes / device.memory_bandwidth).to("s"))',

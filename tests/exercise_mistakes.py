@@ -1156,3 +1156,132 @@ MISTAKES.update({
         "the mean gap for p99": lambda s: (_highest(s, lambda run: run.itl.mean),),
     },
 })
+
+
+# -- 07_measure ----------------------------------------------------------------------------------------------
+
+def _parts07(m, d, parts, combine="sum", peak="fp32"):
+    """The time of (FLOPs, bytes) operations on a device: summed maxima, or one max over the totals."""
+    compute_rate, bandwidth = d.peak_flops(peak), d.memory_bandwidth
+    if combine == "one":
+        flops, nbytes = sum(f for f, _ in parts), sum(b for _, b in parts)
+        return max((Q_(flops, "FLOP") / compute_rate).to("s"), (Q_(nbytes, "B") / bandwidth).to("s"))
+    return sum(max((Q_(f, "FLOP") / compute_rate).to("s"), (Q_(b, "B") / bandwidth).to("s")) for f, b in parts)
+
+
+def _ttft07(per_value=4, attention=1.0, head=True, head_every_token=False, combine="sum", weights="body",
+            peak="fp32"):
+    """ttft_roofline with one slip."""
+    def ttft_roofline(m, d, n):
+        read = m.non_embedding_params if weights == "body" else m.total_params
+        kv = 2 * m.layers * m.kv_heads * m.head_dim
+        parts = [(2 * m.active_non_embedding_params * n, per_value * (read + n * m.d_model)),
+                 (attention * 2 * m.layers * m.attention_width * n * n, per_value * n * kv)]
+        if head:
+            parts.append((2 * m.d_model * m.vocab * (n if head_every_token else 1), per_value * m.vocab * m.d_model))
+        return _parts07(m, d, parts, combine, peak)
+    return ttft_roofline
+
+
+def _step07(per_value=4, weights_per_sequence=False, flops_batch=True, caches_batch=True, head_per_sequence=False,
+            peak="fp32"):
+    """step_roofline with one slip."""
+    def step_roofline(m, d, c, b):
+        kv = 2 * m.layers * m.kv_heads * m.head_dim
+        tokens = b if flops_batch else 1
+        parts = [(tokens * 2 * m.active_non_embedding_params,
+                  per_value * (m.non_embedding_params * (b if weights_per_sequence else 1) + b * m.d_model)),
+                 (tokens * 4 * m.layers * m.attention_width * c, per_value * (b if caches_batch else 1) * (c + 1) * kv),
+                 (tokens * 2 * m.d_model * m.vocab, per_value * m.vocab * m.d_model * (b if head_per_sequence else 1))]
+        return _parts07(m, d, parts, peak=peak)
+    return step_roofline
+
+
+def _mfu07(body_only=False, ms_as_s=False):
+    def mfu(m, d, n, ttft):
+        flops = 2 * m.active_non_embedding_params * n
+        if not body_only:
+            flops += 2 * m.layers * m.attention_width * n * n + 2 * m.d_model * m.vocab
+        seconds = Q_(ttft.magnitude, "s") if ms_as_s else ttft
+        return (Q_(flops, "FLOP") / seconds / d.peak_flops("fp32")).m_as("")
+    return mfu
+
+
+def _mbu07(caches=True, weights_per_sequence=False):
+    def mbu(m, d, c, b, tpot):
+        kv = 2 * m.layers * m.kv_heads * m.head_dim
+        nbytes = (4 * (m.non_embedding_params * (b if weights_per_sequence else 1) + b * m.d_model)
+                  + (4 * b * (c + 1) * kv if caches else 0) + 4 * m.vocab * m.d_model)
+        return (Q_(nbytes, "B") / tpot / d.memory_bandwidth).m_as("")
+    return mbu
+
+
+def _profiles07(s, ttft=None, tpot=None):
+    return (s["PROMPT_LENS"], s["ttft"] if ttft is None else ttft(s), s["BATCHES"],
+            s["tpot"] if tpot is None else tpot(s), s["peak"], s["bandwidth"])
+
+
+def _own07(s, prefill_mfu=None, decode_mbu=None):
+    return (s["PROMPT_LENS"], s["ttft"], s["prefill_mfu"] if prefill_mfu is None else prefill_mfu(s), s["BATCHES"],
+            s["tpot"], s["decode_mbu"] if decode_mbu is None else decode_mbu(s), s["peak"], s["bandwidth"])
+
+
+def _crossover07(per_value=4, rows=True, rounding=math.ceil):
+    def compute_bound_len(m, d):
+        ridge = (d.peak_flops("fp32") / d.memory_bandwidth).m_as("FLOP/B")
+        p, w = m.active_non_embedding_params, m.non_embedding_params
+        row = per_value * m.d_model * ridge if rows else 0
+        return int(rounding(per_value * w * ridge / (2 * p - row)))
+    return compute_bound_len
+
+
+MISTAKES.update({
+    "ttft_roofline": {
+        "one max over the whole pass, not a sum over its operations": lambda s: (_ttft07(combine="one"),),
+        "2 bytes a value (fp16), not 4": lambda s: (_ttft07(per_value=2),),
+        "the head left out": lambda s: (_ttft07(head=False),),
+        "logits for every prompt token": lambda s: (_ttft07(head_every_token=True),),
+        "attention left out": lambda s: (_ttft07(attention=0),),
+        "attention counted in full, not causal": lambda s: (_ttft07(attention=2),),
+        "the embedding table and head read with the body": lambda s: (_ttft07(weights="all"),),
+        "the fp16 peak": lambda s: (_ttft07(peak="fp16"),),
+        "a bare number where a quantity is asked": lambda s: (lambda m, d, n: s["ttft_roofline"](m, d, n).m_as("s"),),
+    },
+    "step_roofline": {
+        "weights read once per sequence": lambda s: (_step07(weights_per_sequence=True),),
+        "FLOPs of one sequence for the batch": lambda s: (_step07(flops_batch=False),),
+        "one sequence's cache for the batch's": lambda s: (_step07(caches_batch=False),),
+        "2 bytes a value (fp16), not 4": lambda s: (_step07(per_value=2),),
+        "the head read once per sequence": lambda s: (_step07(head_per_sequence=True),),
+        "the fp16 peak": lambda s: (_step07(peak="fp16"),),
+    },
+    "profiles": {
+        "seconds written as milliseconds": lambda s: _profiles07(s, ttft=lambda s: Q_(s["ttft"].m_as("s"), "ms")),
+        "time per prompt token for the TTFT": lambda s: _profiles07(
+            s, ttft=lambda s: s["ttft"] / np.array(s["PROMPT_LENS"])),
+        "a bare number where a quantity is asked": lambda s: _profiles07(s, ttft=lambda s: s["ttft"].m_as("s")),
+        "the step's time divided by the batch": lambda s: _profiles07(
+            s, tpot=lambda s: s["tpot"] / np.array(s["BATCHES"])),
+    },
+    "utilisation": {
+        "a percentage for a fraction": lambda s: (_scaled(s["mfu"], 100), s["mbu"]),
+        "milliseconds for seconds": lambda s: (_mfu07(ms_as_s=True), s["mbu"]),
+        "FLOPs of the body alone": lambda s: (_mfu07(body_only=True), s["mbu"]),
+        "the caches left out": lambda s: (s["mfu"], _mbu07(caches=False)),
+        "weights read once per sequence": lambda s: (s["mfu"], _mbu07(weights_per_sequence=True)),
+    },
+    "own_utilisation": {
+        "a percentage for a fraction": lambda s: _own07(s, prefill_mfu=lambda s: s["prefill_mfu"] * 100),
+        "MBU for the prefill": lambda s: _own07(s, prefill_mfu=lambda s: np.array(
+            [s["mbu"](s["TINY"], s["machine"], n, 1, t) for n, t in zip(s["PROMPT_LENS"], s["ttft"])])),
+        "the first profile's MBU for every batch": lambda s: _own07(
+            s, decode_mbu=lambda s: np.full(len(s["BATCHES"]), s["decode_mbu"][0])),
+    },
+    "compute_bound_len": {
+        "the embedding rows left out": lambda s: (_crossover07(rows=False),),
+        "2 bytes a value (fp16), not 4": lambda s: (_crossover07(per_value=2),),
+        "rounded down": lambda s: (_crossover07(rounding=math.floor),),
+        "the ridge point taken for the length": lambda s: (
+            lambda m, d: math.ceil((d.peak_flops("fp32") / d.memory_bandwidth).m_as("FLOP/B")),),
+    },
+})

@@ -309,3 +309,18 @@ def test_a_check_names_every_out_of_date_cell(tmp_path):
     write_notebook(new, tmp_path / "fresh" / "nb.ipynb")
     (line,) = update(tmp_path / "fresh", tmp_path / "committed", write=False)
     assert "cell 0 (c0): source differs" in line and "cell 2 (c2): source differs" in line and "more" not in line
+
+
+def test_a_measured_cell_is_compared_by_its_source_not_its_outputs():
+    def notebook(tags, text):
+        cell = {"cell_type": "code", "id": "timing", "metadata": {"tags": tags}, "source": "print(best_time())",
+                "outputs": [{"output_type": "stream", "name": "stdout", "text": text}], "execution_count": 1}
+        return {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+
+    from course.build import notebook_differences
+
+    assert notebook_differences(notebook(["measured"], "9.8 ms\n"), notebook(["measured"], "10.4 ms\n")) == []
+    assert notebook_differences(notebook([], "9.8 ms\n"), notebook([], "10.4 ms\n")) == ["cell 0 (timing), output 0: text differs"]
+    changed = notebook(["measured"], "9.8 ms\n")
+    changed["cells"][0]["source"] = "print(best_time(repeats=5))"
+    assert notebook_differences(notebook(["measured"], "9.8 ms\n"), changed) == ["cell 0 (timing): source differs"]

@@ -24,6 +24,9 @@ cost_at_sla [1+3]; joules_per_token [1+2]; tp_step_time [1+3]; per_gpu_throughpu
 06_tail (30 autograded, 6 of them in visible tests; predictions and the explorer's question are not graded):
 mean_wait [1+4]; stall [1+4]; sequences_in_pool [1+4]; prefix_tokens_saved [1+4]; tokens_per_step and
 spec_speedup [1+4]; highest_rate [1+4].  No exercise calls another's function, so a fault costs its own 5.
+07_measure (25 autograded, 7 visible; the written answer 5; predictions recorded, not graded; the students'
+measurements are taken again in the sandbox when graded): ttft_roofline [1+4]; step_roofline [1+4]; the two
+profiles [2+4]; mfu and mbu [1+3]; MFU and MBU of one's own profiles [1+1]; compute_bound_len [1+2].
 """
 
 import csv
@@ -38,6 +41,7 @@ from tests.conftest import BARE
 pytestmark = pytest.mark.slow
 
 A, B, C, D, E, F = "01_two_phases", "02_kv_cache", "03_quantization", "04_crossover", "05_under_load", "06_tail"
+G = "07_measure"
 # 01_two_phases: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_A = {
     # (student, assignment): (score, status, manual points pending)
@@ -220,8 +224,38 @@ EXPECTED_F = {
     ("olga", F): (25, "graded", 10),  # os._exit in sequences_in_pool's cell [5]
     ("mallory", F): (0, "graded", 0),
     ("margaret", F): (6, "graded", 10),  # the six visible tests, 1 point each
+# 07_measure: (student, assignment): (score, status, manual points pending), with the arithmetic.
+EXPECTED_G = {
+    # 07: 25 autograded points, the written answer (5) waits for the instructor
+    ("ada", G): (25, "graded", 5), ("blaise", G): (0, "graded", 0),
+    # the first three of its six answer cells: ttft_roofline, step_roofline and the prefill profile: 5 + 5; without
+    # the decode profile's cell tpot never exists, so both profile tests [2+4] fail at their decode case
+    ("cora", G): (10, "graded", 0),
+    # measured seconds labelled as milliseconds: every TTFT 1000 times shorter than the roofline allows, both
+    # profile tests [2+4]; the MFU computed from them is about 500, beyond the margin of 2: both own-utilisation
+    # tests [1+1].  mfu itself is right: 25 - 8
+    ("dmitri", G): (17, "graded", 5),
+    # GB for GiB in mbu's bytes (off by 1.074): mfu and mbu's tests [1+3], and decode_mbu, built with it, no longer
+    # matches the formula on the same times (7% > 2%): the own-utilisation tests [1+1]: 25 - 6
+    ("edsger", G): (19, "graded", 5),
+    # forgot K and V in step_roofline: the visible TinyLlama batch of 64 (caches a third of the step) [1] and the
+    # hidden cases (the lab server's batch of 64 at 100 tokens: a memory-bound attention 0.35 of 2.4 ms) [4];
+    # mbu counts its own cache and passes: 25 - 5
+    ("frances", G): (20, "graded", 5),
+    ("grace", G): (22, "graded", 5),  # compute_bound_len divides by zero [1+2]
+    # the loop in exercise 4's cell: mfu, mbu and the student's own MFU and MBU never exist [4 + 2]: 25 - 6
+    ("hedy", G): (19, "graded", 5),
+    ("ivan", G): (25, "graded", 5), ("joan", G): (25, "graded", 5), ("linus", G): (25, "graded", 5),
+    ("niklaus", G): (25, "graded", 5),
+    ("katherine", G): (0, "ungradable", 0),
+    ("olga", G): (22, "graded", 5),  # os._exit in compute_bound_len's cell [1+2]
+    ("mallory", G): (0, "graded", 0),
+    # hard-coded function answers, measurements her own: the visible ttft, step, mfu/mbu and crossover tests
+    # [1+1+1+1], both profile tests [2+4]; her prefill_mfu calls the table with 1 token and raises, so the
+    # own-utilisation tests fail [0]: 4 + 6
+    ("margaret", G): (10, "graded", 5),
 }
-EXPECTED = {**EXPECTED_A, **EXPECTED_B, **EXPECTED_C, **EXPECTED_D, **EXPECTED_E, **EXPECTED_F}
+EXPECTED = {**EXPECTED_A, **EXPECTED_B, **EXPECTED_C, **EXPECTED_D, **EXPECTED_E, **EXPECTED_F, **EXPECTED_G}
 MAXIMA = {
     A: 40,
     B: 30,
@@ -229,6 +263,7 @@ MAXIMA = {
     D: 30,
     E: 30,
     F: 30,
+    G: 25,
 }
 GRADED_CELLS = {  # graded cells of each assignment (test cells and written answers)
     A: 18,
@@ -237,6 +272,7 @@ GRADED_CELLS = {  # graded cells of each assignment (test cells and written answ
     D: 14,
     E: 16,
     F: 13,
+    G: 13,
 }
 
 
@@ -255,16 +291,16 @@ def test_every_student_gets_the_grade_the_design_implies(graded):
 @pytest.mark.exhaustive
 def test_reference_full_marks_and_blank_zero_on_every_cell(graded):
     _, rows = graded
-    for assignment in (A, B, C, D, E, F):
+    for assignment in (A, B, C, D, E, F, G):
         assert all(score == top for score, top in rows["ada", assignment].cells.values())
         assert all(score == 0 for score, _ in rows["blaise", assignment].cells.values())
-    assert {a: len(rows["blaise", a].cells) for a in (A, B, C, D, E, F)} == GRADED_CELLS
+    assert {a: len(rows["blaise", a].cells) for a in (A, B, C, D, E, F, G)} == GRADED_CELLS
 
 
 @pytest.mark.exhaustive
 def test_reasons_are_recorded(graded):
     _, rows = graded
-    for assignment in (A, B, C, D, E, F):
+    for assignment in (A, B, C, D, E, F, G):
         assert "not valid JSON" in rows["katherine", assignment].reason
         assert any("did not finish" in f or "stopped its kernel" in f for f in rows["olga", assignment].flags)
         assert any("input_transformers_post" in f for f in rows["mallory", assignment].flags)
@@ -287,6 +323,7 @@ def test_checker_names_the_mistakes(graded):
     assert ("test_step_visible", "milliseconds for seconds") in rows["dmitri", E].mistakes
     assert ("test_tp_hidden", "GB for GiB") in rows["edsger", E].mistakes
     assert ("test_wait_visible", "milliseconds for seconds") in rows["dmitri", F].mistakes
+    assert ("test_profiles_visible", "seconds written as milliseconds") in rows["dmitri", G].mistakes
 
 
 @pytest.mark.exhaustive

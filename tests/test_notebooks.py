@@ -18,6 +18,7 @@ POINTS = {  # (autograded, written) points of each assignment
     "04_crossover": (30, 10),
     "05_under_load": (30, 10),
     "06_tail": (30, 10),
+    "07_measure": (25, 5),
 }
 
 

@@ -22,6 +22,9 @@ best batch under an SLA, dollars per million tokens, joules per token and tensor
 >>> best.batch, round(best.cost_per_million(rl.example_price("H100")).m_as("USD/Mtok"), 2)
 (136, 0.4)
 
+Measured (:mod:`rooflab.measure`, :mod:`rooflab.profiles`): this machine's roofline as a device record, and the
+prefill and decode of a small numpy transformer (:mod:`rooflab.tiny_transformer`) timed against it.
+
 Plots and widgets live in ``rooflab.plots`` and ``rooflab.widgets``, imported
 on demand so that ``import rooflab`` stays light.
 """
@@ -58,6 +61,8 @@ from .crossover import (
     ttft_exceeds_decode_len,
 )
 
+from . import measure, profiles, tiny_transformer  # this machine's roofline, and the two clean profiles held against it
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -73,4 +78,5 @@ __all__ = [
     "SLAUnmet", "SteadyState", "Workload", "best_under_sla", "cost_per_million_tokens", "energy_per_token",
     "example_price", "example_prices", "frontier", "max_concurrency", "steady_state", "tensor_parallel_step",
     "workload",
+    "measure", "profiles", "tiny_transformer",
 ]

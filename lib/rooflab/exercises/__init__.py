@@ -12,7 +12,7 @@ cases are not here: they sit in the instructor's hidden test cells
 Predictions and questions that are revealed, not graded, are :class:`Question` s.
 
 One module per assignment registers its exercises: :mod:`.two_phases`,
-:mod:`.kv_cache`, :mod:`.quantization`, :mod:`.crossover`, :mod:`.under_load`, :mod:`.tail`.
+:mod:`.kv_cache`, :mod:`.quantization`, :mod:`.crossover`, :mod:`.under_load`, :mod:`.tail`, :mod:`.measure`.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ ASSIGNMENTS = {
     "04_crossover": "crossover",
     "05_under_load": "under_load",
     "06_tail": "tail",
+    "07_measure": "measure",
 }
 
 # What each assignment asks students to derive: the library functions (``module.name`` or ``module.Class.name``

@@ -1,0 +1,323 @@
+"""Assignment 7, measure it: its exercises and predictions.
+
+Two kinds of exercise.  The predictions and the utilisation formulas (Exercises 1, 2, 4 and 5) are derivations,
+checked exactly against the library on fixed device records: a calibrated laptop (:data:`LAPTOP`, the record
+``rooflab.measure.calibrate`` returns, with figures given) and catalogue GPUs at their FP32 rates.  The
+measurements (Exercise 3 and the utilisation of one's own profiles) differ from machine to machine, so they are
+checked only for what holds on every machine: positive times, one per point, TTFT growing with the prompt,
+batched decode making more tokens per second than batch 1, nothing faster than the calibrated roofline beyond
+:data:`rooflab.profiles.MARGIN`, MFU and MBU between 0 and 1 (up to that margin), never an absolute time.
+
+Each visible case is chosen for the mistakes it catches (noted beside it); ``tests/test_exercises.py`` feeds every
+listed mistake to prove it fails.  Hidden cases live in the instructor's hidden test cells, never here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..check import _fail, number, quantity
+from . import exercise, question
+
+A = "07_measure"
+EXACT = 0.005  # the library's count, rewritten: only rounding may differ
+SAME = 0.02  # a value the student computed from their own measured time, by their own formula
+FP32 = "fp32"
+#: A calibrated laptop, as rooflab.measure.device builds it: 100 GFLOP/s in fp32, 20 GB/s (ridge point 5 FLOP/B).
+LAPTOP = ("laptop", 100.0, 20.0)
+TINY = "rooflab-tiny"
+
+
+def _model(lib, name: str):
+    """A catalogue model, or the course's numpy transformer's description."""
+    return lib.tiny_transformer.TINY if name == TINY else lib.model(name)
+
+
+def _device(lib, spec):
+    """A catalogue device by name, or a calibrated machine given as (name, GFLOP/s, GB/s)."""
+    if isinstance(spec, str):
+        return lib.hardware(spec)
+    name, gflops, gb_s = spec
+    return lib.measure.device(lib.Q_(gflops, "GFLOP/s"), lib.Q_(gb_s, "GB/s"), name=name)
+
+
+def _calling(function, call: str, rl, *args):
+    """The student's answer; asking a machine record for a rate it does not have becomes a failure that says so."""
+    __tracebackhide__ = True
+    try:
+        return function(*args)
+    except rl.UnsupportedPrecision as error:
+        said = str(error)[:200].rstrip(".")
+    _fail(f"{call} raised UnsupportedPrecision ({said}). A calibrated machine has one compute rate, fp32, the format "
+          "numpy multiplies in: use device.peak_flops(\"fp32\") (a GPU's FP32 rate too).", "the fp16 peak")
+
+
+def _label(spec) -> str:
+    return spec if isinstance(spec, str) else f"{spec[0]} ({spec[1]:g} GFLOP/s, {spec[2]:g} GB/s)"
+
+
+# -- Exercise 1: the TTFT the roofline predicts --------------------------------------------------------------
+
+@exercise("ttft_roofline", A, derive=True, visible=[
+    # (model, device, prompt_len)
+    # The worked example's model on a calibrated laptop at 64 tokens: the body is compute-bound, the head
+    # memory-bound, so one max over the summed FLOPs and bytes fails, and so does the head computed for every
+    # prompt token (64 x its FLOPs make it compute-bound).
+    (TINY, LAPTOP, 64),
+    # One token: every part memory-bound, so 2 bytes a value (fp16) is off by 2, the head left out by 15%, the
+    # embedding table counted with the body weights by 7%.
+    (TINY, LAPTOP, 1),
+    # A catalogue GPU at its FP32 rate, 1,024 tokens: attention is 4.5% of the time, so leaving it out, or
+    # counting the whole N x N square (not the causal half), fails.
+    ("TinyLlama", "A100-80GB", 1024),
+])
+def _ttft_roofline(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (ttft_roofline,) = answers
+    name, device, prompt_len = case
+    expected = ref.prefill(_model(ref, name), _device(ref, device), prompt_len, precision=FP32).time
+    call = f"ttft_roofline({name}, {_label(device)}, {prompt_len})"
+    quantity(_calling(ttft_roofline, call, rl, _model(rl, name), _device(rl, device), prompt_len), expected, call,
+             rel=EXACT)
+
+
+# -- Exercise 2: the time per output token the roofline predicts -----------------------------------------------
+
+@exercise("step_roofline", A, derive=True, visible=[
+    # (model, device, context_len, batch)
+    # Batch 1 on the laptop: memory-bound, so fp16's 2 bytes a value is off by 2 and a forgotten head by 15%.
+    (TINY, LAPTOP, 16, 1),
+    # Batch 16 on the laptop: the body turns compute-bound (16 tokens x 2 FLOPs per 4-byte weight = 8 FLOP/B,
+    # above the ridge point of 5), so FLOPs for one sequence, or weights read once per sequence, fail.
+    (TINY, LAPTOP, 16, 16),
+    # 64 sequences of 2,000 tokens on an A100 in FP32: the caches are a third of the step, so one sequence's
+    # cache for the batch's, or the caches left out, fail.
+    ("TinyLlama", "A100-80GB", 2000, 64),
+])
+def _step_roofline(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (step_roofline,) = answers
+    name, device, context_len, batch = case
+    expected = ref.decode_step(_model(ref, name), _device(ref, device), context_len, batch, FP32,
+                               allow_overflow=True).time
+    call = f"step_roofline({name}, {_label(device)}, {context_len}, {batch})"
+    quantity(_calling(step_roofline, call, rl, _model(rl, name), _device(rl, device), context_len, batch), expected,
+             call, rel=EXACT)
+
+
+# -- Exercise 3: the two profiles, taken -----------------------------------------------------------------------
+
+def _times(values, points, what: str, ref):
+    """The measured times as floats in seconds, one per point, each positive; or a failure that says why."""
+    __tracebackhide__ = True
+    count = len(points)
+    if values is Ellipsis or values is None:
+        _fail(f"{what} is not measured yet: replace the ... with your measured times, then run this cell again.")
+    if isinstance(values, (list, tuple)) and values and all(hasattr(v, "units") for v in values):
+        try:  # a list of times, one quantity each, as a loop of best_time gives them
+            values = ref.Q_(np.array([float(v.m_as("s")) for v in values]), "s")
+        except Exception:
+            _fail(f"{what} = {values!r:.200}: every item should be a time.", "wrong dimension")
+    if not (hasattr(values, "units") and hasattr(values, "magnitude")):
+        _fail(f"{what} should be a quantity of time with one value per point, e.g. Q_(np.array(seconds), 's'); "
+              f"got {type(values).__name__} {values!r:.120}.", "a bare number where a quantity is asked")
+    try:
+        seconds = np.asarray(values.m_as("s"), dtype=float)
+    except Exception:
+        _fail(f"{what} = {values!r:.120} is not a time: its units are {values.units}.", "wrong dimension")
+    if seconds.shape != (count,):
+        _fail(f"{what} has the shape {seconds.shape}; it should hold one time for each of the {count} points "
+              f"{list(points)}.")
+    if not np.all(np.isfinite(seconds)) or np.any(seconds <= 0):
+        _fail(f"{what} = {values!r:.200}: every measured time must be a positive, finite time.")
+    return seconds
+
+
+def _not_beyond_roofline(seconds, predicted, points, what: str, margin: float) -> None:
+    __tracebackhide__ = True
+    for point, got, bound in zip(points, seconds, predicted):
+        if got * margin < bound:
+            slip = "seconds written as milliseconds" if 0.5 <= got * 1e3 / bound else None
+            _fail(f"{what} at {point}: {got * 1e3:.4g} ms is more than {margin:g}x faster than this machine's roofline "
+                  f"allows ({bound * 1e3:.4g} ms at the calibrated peak and bandwidth). No measurement beats the "
+                  "roofline: check the unit of your times, and that each one times the whole phase.", slip)
+
+
+def _calibrated(ref, peak, bandwidth):
+    """The student's calibrated machine, rebuilt from its two figures."""
+    __tracebackhide__ = True
+    for value, what, unit in ((peak, "peak", "FLOP/s"), (bandwidth, "bandwidth", "B/s")):
+        try:
+            magnitude = float(value.m_as(unit))
+        except Exception:
+            _fail(f"{what} should be the calibrated machine's figure in {unit} (the setup cell defines it), "
+                  f"got {value!r:.120}.")
+        if not np.isfinite(magnitude) or magnitude <= 0:
+            _fail(f"{what} = {value!r:.120} is not a positive figure: run the calibration cell again.")
+    return ref.measure.device(ref.Q_(peak.m_as("FLOP/s"), "FLOP/s"), ref.Q_(bandwidth.m_as("B/s"), "B/s"),
+                              name="the calibrated machine")
+
+
+@exercise("profiles", A, visible=[("prefill",), ("decode",)])
+def _profiles(answers, case, ref, rl):
+    __tracebackhide__ = True
+    prompt_lens, ttft, batches, tpot, peak, bandwidth = answers
+    machine = _calibrated(ref, peak, bandwidth)
+    tiny, margin = ref.tiny_transformer.TINY, ref.profiles.MARGIN
+    if case[0] == "prefill":
+        seconds = _times(ttft, prompt_lens, "ttft", ref)
+        for i in range(1, len(seconds)):
+            if seconds[i] < 0.5 * seconds[i - 1]:
+                _fail(f"ttft falls from {seconds[i - 1] * 1e3:.4g} ms at {prompt_lens[i - 1]} tokens to "
+                      f"{seconds[i] * 1e3:.4g} ms at {prompt_lens[i]}: a longer prompt cannot take half the time. "
+                      "Is each time one prefill of the whole prompt, the best of a few runs?")
+        if seconds[-1] < 2 * seconds[0]:
+            _fail(f"ttft at {prompt_lens[-1]} tokens ({seconds[-1] * 1e3:.4g} ms) is not even twice the TTFT at "
+                  f"{prompt_lens[0]} ({seconds[0] * 1e3:.4g} ms): the TTFT of a long prompt grows with its length "
+                  "once the prefill is compute-bound. Time the whole prefill, not the time per token.",
+                  "time per token for the TTFT")
+        predicted = [ref.prefill(tiny, machine, int(n), precision=FP32).time_si for n in prompt_lens]
+        _not_beyond_roofline(seconds, predicted, [f"{n} tokens" for n in prompt_lens], "ttft", margin)
+        return
+    seconds = _times(tpot, batches, "tpot", ref)
+    rates = np.asarray(batches, dtype=float) / seconds
+    if not rates[-1] > rates[0]:
+        _fail(f"at batch {batches[-1]} the decode makes {rates[-1]:.4g} tokens/s, no more than the {rates[0]:.4g} "
+              f"of batch {batches[0]}: a step of a batch reads the weights once for every sequence in it. Is tpot the "
+              "time of one step (one token for each sequence)?")
+    prompt, steps = ref.profiles.DECODE_PROMPT, ref.profiles.DECODE_STEPS
+    predicted = [ref.request(tiny, machine, prompt, steps + 1, FP32, batch=int(b)).itl_si for b in batches]
+    _not_beyond_roofline(seconds, predicted, [f"batch {b}" for b in batches], "tpot", margin)
+
+
+PREFILL_GAIN = {"about 4x": ("4x", "about 4", "4", "4 x"),
+                "less than 2x": ("less", "less than 2", "< 2x", "little", "a little", "not much", "the same",
+                                 "about the same", "none", "1x")}
+DECODE_GAIN = {"about 16x": ("16x", "about 16", "16", "16 x"),
+               "several times": ("several", "a few times", "more than 2x", "between 2x and 16x"),
+               "about the same": ("same", "the same", "none", "1x", "no gain")}
+
+
+@question("prefill_batching", A, "less than 2x", PREFILL_GAIN, revisited_in="The cell after the batched prefill")
+def _prefill_batching(ref):
+    tiny, laptop = ref.tiny_transformer.TINY, _device(ref, LAPTOP)
+    one, four = (ref.prefill(tiny, laptop, 64, FP32, batch=b) for b in (1, 4))
+    gain = (4 * one.time / four.time).m_as("")
+    return (f"A prefill of 64 tokens is compute-bound already: on the example laptop (100 GFLOP/s, 20 GB/s) the "
+            f"roofline gives {one.time.m_as('ms'):.1f} ms for one prompt and {four.time.m_as('ms'):.1f} ms for four, "
+            f"{gain:.2f}x the tokens per second. Four prompts are four times the FLOPs, and the FLOPs bind. Your "
+            "measurement above may show a little more than 1x (numpy runs a larger matrix product closer to its "
+            "peak), never 4x.")
+
+
+@question("decode_batching", A, "several times", DECODE_GAIN, revisited_in="The decode profile's table")
+def _decode_batching(ref):
+    tiny, laptop = ref.tiny_transformer.TINY, _device(ref, LAPTOP)
+    prompt, steps = ref.profiles.DECODE_PROMPT, ref.profiles.DECODE_STEPS
+    one, many = (ref.request(tiny, laptop, prompt, steps + 1, FP32, batch=b) for b in (1, 16))
+    gain = (many.output_throughput / one.output_throughput).m_as("")
+    crossing = ref.decode_compute_bound_batch(tiny, laptop, precision=FP32)
+    return (f"At batch 1 a decode step reads all 130 MB of weights for one token; at batch 16 the same read serves "
+            f"16 tokens. On the example laptop the roofline gives {one.itl.m_as('ms'):.2f} ms a step at batch 1 "
+            f"and {many.itl.m_as('ms'):.2f} ms at batch 16: {gain:.1f}x the tokens per second, not 16x, because "
+            f"a CPU's ridge point is low (5 FLOP/B) and from batch {crossing:.0f} on the step is compute-bound. "
+            "Compare your measured tokens/s column: the same shape.")
+
+
+# -- Exercise 4: MFU and MBU ---------------------------------------------------------------------------------
+
+@exercise("utilisation", A, derive=True, visible=[
+    # ("mfu", model, device, prompt_len, TTFT in ms): a 256-token prefill on the laptop: a percentage, ms for s,
+    # the fp16 peak, FLOPs for the body only (the attention is 2.2%, the head 0.3%: only together caught)
+    ("mfu", TINY, LAPTOP, 256, 300.0),
+    # 1,024 tokens of TinyLlama on an A100 in FP32: the attention is 4.5% of the FLOPs
+    ("mfu", "TinyLlama", "A100-80GB", 1024, 250.0),
+    # ("mbu", model, device, context_len, batch, time per token in ms): batch 1: a percentage, 2 bytes a value,
+    # the head left out
+    ("mbu", TINY, LAPTOP, 16, 1, 12.0),
+    # 64 sequences of 2,000 tokens: one sequence's cache, or the weights read per sequence
+    ("mbu", "TinyLlama", "A100-80GB", 2000, 64, 40.0),
+])
+def _utilisation(answers, case, ref, rl):
+    __tracebackhide__ = True
+    mfu, mbu = answers
+    kind, name, device, *args = case
+    dev = _device(ref, device)
+    slips = {"milliseconds for seconds": 1e3}
+    if kind == "mfu":
+        prompt_len, ms = args
+        flops = ref.prefill(_model(ref, name), dev, prompt_len, precision=FP32).flops
+        expected = (flops / ref.Q_(ms, "ms") / dev.peak_flops(FP32)).m_as("")
+        call = f"mfu({name}, {_label(device)}, {prompt_len}, {ms:g} ms)"
+        number(_calling(mfu, call, rl, _model(rl, name), _device(rl, device), prompt_len, rl.Q_(ms, "ms")), expected,
+               call, rel=EXACT, mistakes=slips)
+        return
+    context_len, batch, ms = args
+    nbytes = ref.decode_step(_model(ref, name), dev, context_len, batch, FP32, allow_overflow=True).bytes
+    expected = (nbytes / ref.Q_(ms, "ms") / dev.memory_bandwidth).m_as("")
+    call = f"mbu({name}, {_label(device)}, {context_len}, {batch}, {ms:g} ms)"
+    number(_calling(mbu, call, rl, _model(rl, name), _device(rl, device), context_len, batch, rl.Q_(ms, "ms")),
+           expected, call, rel=EXACT, mistakes=slips)
+
+
+@exercise("own_utilisation", A, visible=[("prefill",), ("decode",)])
+def _own_utilisation(answers, case, ref, rl):
+    __tracebackhide__ = True
+    prompt_lens, ttft, prefill_mfu, batches, tpot, decode_mbu, peak, bandwidth = answers
+    machine = _calibrated(ref, peak, bandwidth)
+    tiny, margin = ref.tiny_transformer.TINY, ref.profiles.MARGIN
+    if case[0] == "prefill":
+        seconds, points, got, what = _times(ttft, prompt_lens, "ttft", ref), prompt_lens, prefill_mfu, "prefill_mfu"
+        work = [ref.prefill(tiny, machine, int(n), precision=FP32).flops_si for n in prompt_lens]
+        roof = machine.peak_flops_for(FP32)
+    else:
+        seconds, points, got, what = _times(tpot, batches, "tpot", ref), batches, decode_mbu, "decode_mbu"
+        mean = ref.profiles.DECODE_PROMPT + (ref.profiles.DECODE_STEPS - 1) // 2
+        work = [ref.decode_step(tiny, machine, mean, int(b), FP32).bytes_si for b in batches]
+        roof = machine.memory_bandwidth_si
+    expected = np.asarray(work) / (seconds * roof)
+    if isinstance(got, (list, tuple)) and got and all(hasattr(v, "magnitude") for v in got):
+        try:  # one dimensionless quantity per point
+            got = np.array([float(v.m_as("")) for v in got])
+        except Exception:
+            _fail(f"{what} = {got!r:.200}: each item should be a plain number (a fraction), not a quantity with units.")
+    if got is Ellipsis or np.shape(getattr(got, "magnitude", got)) != expected.shape:
+        _fail(f"{what} should hold one number for each of the {len(points)} points {list(points)}, got "
+              f"{got!r:.120}.")
+    number(np.asarray(getattr(got, "magnitude", got), dtype=float) if not hasattr(got, "units") else got, expected,
+           f"{what} (from your own measured times)", rel=SAME, mistakes={"a percentage for a fraction": 100})
+    value = np.asarray(expected)
+    if np.any(value <= 0) or np.any(value > margin):
+        worst = float(value.max())
+        _fail(f"{what} reaches {worst:.3g}: a utilisation is a share of the roof, between 0 and 1 (up to "
+              f"{margin:g} where the calibration itself was slowed by other programs). Calibrate and measure again.")
+
+
+# -- Exercise 5: where prefill turns compute-bound ------------------------------------------------------------
+
+@exercise("compute_bound_len", A, derive=True, visible=[
+    # (model, device): the laptop: 11 tokens, where the ridge point alone (2 x 5 FLOP/B ...) says 10: the
+    # embedding rows a prompt reads are left out; fp16's 2 bytes a value gives 6 (half the bytes)
+    (TINY, LAPTOP),
+    # Llama-3-8B on an H100 at its FP32 rate (67 TFLOP/s, ridge 20 FLOP/B): 41 tokens; the FP16 peak gives 591
+    ("Llama-3-8B", "H100"),
+    # TinyLlama on a T4 (8.1 TFLOP/s FP32, 320 GB/s): 51 tokens, a third device
+    ("TinyLlama", "T4"),
+])
+def _compute_bound_len(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (compute_bound_len,) = answers
+    name, device = case
+    expected = ref.prefill_compute_bound_len(_model(ref, name), _device(ref, device), FP32)
+    call = f"compute_bound_len({name}, {_label(device)})"
+    answer = _calling(compute_bound_len, call, rl, _model(rl, name), _device(rl, device))
+    if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (int, float, np.integer, np.floating)):
+        _fail(f"{call} should be a whole number of tokens, got {type(answer).__name__} {answer!r:.80}.")
+    if answer == expected:
+        return
+    if abs(answer - expected) <= 2:
+        _fail(f"{call} = {answer:g}, expected {expected:g}: {abs(answer - expected):g} "
+              f"{'too many' if answer > expected else 'too few'}. The prompt's own embedding rows are read too "
+              "(N x d_model values), and the answer is the first whole length where compute >= memory: round up.",
+              "off by one")
+    number(answer, expected, call, rel=1e-9)

@@ -1,0 +1,50 @@
+"""The calibrated device: a record like a catalogue GPU's, built from what was measured."""
+
+import math
+
+import pytest
+
+import rooflab as rl
+from rooflab import Q_, measure
+
+
+def test_a_device_from_figures_is_priced_like_a_catalogue_gpu():
+    dev = measure.device(flops=Q_(100, "GFLOP/s"), bandwidth=Q_(20, "GB/s"), name="laptop")
+    # 1 GFLOP over 1 GB: compute 1e9 / 1e11 = 10 ms, memory 1e9 / 2e10 = 50 ms: memory binds.
+    cost = rl.roofline(Q_(1, "GFLOP"), Q_(1, "GB"), dev, precision="fp32")
+    assert cost.bound == "memory" and math.isclose(cost.time.m_as("ms"), 50.0)
+    assert math.isclose(dev.ridge_point("fp32").m_as("FLOP/B"), 5.0)
+    # The library's prefill of a 1-token prompt of TinyLlama in fp32 on it: its body reads 4 bytes a weight.
+    m = rl.model("TinyLlama")
+    body = rl.prefill(m, dev, 1, precision="fp32").parts["body"]
+    assert math.isclose(body.bytes_si, 4 * m.non_embedding_params + 4 * m.d_model)
+    with pytest.raises(rl.UnsupportedPrecision, match="fp16"):
+        rl.prefill(m, dev, 1)  # only an fp32 rate was measured
+
+
+def test_bad_figures_are_named():
+    with pytest.raises(ValueError, match="bandwidth"):
+        measure.device(flops=Q_(1, "GFLOP/s"), bandwidth=Q_(0, "GB/s"))
+    with pytest.raises(Exception, match="flops"):
+        measure.device(flops=Q_(1, "GB/s"), bandwidth=Q_(1, "GB/s"))
+    with pytest.raises(ValueError, match="repeats"):
+        measure.best_time(lambda: None, repeats=0)
+    with pytest.raises(ValueError, match="size"):
+        measure.calibrate(size=10)
+    with pytest.raises(ValueError, match="stream_bytes"):
+        measure.calibrate(size=256, stream_bytes=100)
+
+
+def test_best_time_is_the_fastest_run():
+    calls = []
+    assert measure.best_time(lambda: calls.append(1), repeats=4, warmup=2).m_as("s") >= 0
+    assert len(calls) == 6
+
+
+def test_calibrate_returns_a_record_that_says_what_it_measured():
+    dev = measure.calibrate(size=256, stream_bytes=4 * 2**20, repeats=1)
+    assert isinstance(dev, rl.Hardware) and dev.precisions == ("fp32",)
+    assert dev.peak_flops_for("fp32") > 0 and dev.memory_bandwidth_si > 0
+    assert "256x256x256" in dev.notes and "copy" in dev.notes and "matrix-vector" in dev.notes
+    assert dev.source.startswith("measured by rooflab.measure.calibrate")
+    assert measure.last_level_cache_bytes() > 0
