@@ -280,7 +280,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return Q_(gap, "ms"), share'),
             ("ex3_pool", None, 'def sequences_in_pool(model, device, prompt_len, output_len, block_size=16, '
              'gpu_memory_utilization=0.9):\n'
-             '    return {2000: 201, 1000: 35, 3000: 54}[prompt_len]'),
+             '    return {2000: 199, 1000: 31, 3000: 53}[prompt_len]'),
             ("ex4_prefix", None, 'def prefix_tokens_saved(requests, share, prefix_len, block_size=16):\n'
              '    return {1000: 296608, 200: 95520}[requests]'),
             ("ex5_spec", None, 'def tokens_per_step(acceptance, draft_len):\n'

@@ -40,7 +40,7 @@ def test_the_decode_profile_moves_the_bytes_of_its_mean_step(net):
     # Batch 2 at contexts 8..24 (mean 16): weights 4 (P + 2 x 64), caches 2 x 17 x 512 B (2 x 2 layers x 32 x 4 B
     # a token), head 4 x 101 x 64.
     assert math.isclose(decode.work_si[0], 4 * (P + 128) + 2 * 17 * 512 + 4 * 101 * 64)
-    expected = rl.request(SMALL, SLOW, 8, 18, "fp32", batch=2).itl_si  # the mean of the 17 steps
+    expected = rl.request(SMALL, SLOW, 8, 18, batch=2, precision="fp32").itl_si  # the mean of the 17 steps
     assert math.isclose(decode.predicted_si[0], expected)
     assert list(decode.tokens) == [2] and decode.measured_si[0] > 0
 

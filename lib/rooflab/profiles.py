@@ -120,7 +120,7 @@ def ttft_profile(net, device: Hardware | str, prompt_lens, batch: int = 1, repea
     """Time the prefill of ``batch`` prompts at each of ``prompt_lens`` (one output token: the TTFT).
 
     Each point is the best of ``repeats`` runs after one warm-up; the prediction is
-    ``rooflab.prefill(model, device, n, "fp32", batch).time`` (ideal) and the work its FLOPs.
+    ``rooflab.prefill(model, device, n, batch, "fp32").time`` (ideal) and the work its FLOPs.
     """
     spec, dev = _net_model(net), _hardware(device)
     lens = _sweep(prompt_lens, "prompt_lens")
@@ -155,7 +155,7 @@ def decode_profile(net, device: Hardware | str, batches, prompt_len: int = DECOD
 
     Each point is the best of ``repeats`` runs (a fresh prefill, untimed, before each); the steps run at
     contexts prompt_len .. prompt_len + steps - 1, so the prediction is the library's mean step over them,
-    ``rooflab.request(model, device, prompt_len, steps + 1, "fp32", batch).itl``, and the work is the mean
+    ``rooflab.request(model, device, prompt_len, steps + 1, batch, "fp32").itl``, and the work is the mean
     bytes a step moves (``rooflab.decode_step`` at those contexts).
     """
     spec, dev = _net_model(net), _hardware(device)

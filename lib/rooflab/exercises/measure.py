@@ -186,7 +186,7 @@ def _profiles(answers, case, ref, rl):
               f"of batch {batches[0]}: a step of a batch reads the weights once for every sequence in it. Is tpot the "
               "time of one step (one token for each sequence)?")
     prompt, steps = ref.profiles.DECODE_PROMPT, ref.profiles.DECODE_STEPS
-    predicted = [ref.request(tiny, machine, prompt, steps + 1, FP32, batch=int(b)).itl_si for b in batches]
+    predicted = [ref.request(tiny, machine, prompt, steps + 1, batch=int(b), precision=FP32).itl_si for b in batches]
     _not_beyond_roofline(seconds, predicted, [f"batch {b}" for b in batches], "tpot", margin)
 
 
@@ -201,7 +201,7 @@ DECODE_GAIN = {"about 16x": ("16x", "about 16", "16", "16 x"),
 @question("prefill_batching", A, "less than 2x", PREFILL_GAIN, revisited_in="The cell after the batched prefill")
 def _prefill_batching(ref):
     tiny, laptop = ref.tiny_transformer.TINY, _device(ref, LAPTOP)
-    one, four = (ref.prefill(tiny, laptop, 64, FP32, batch=b) for b in (1, 4))
+    one, four = (ref.prefill(tiny, laptop, 64, batch=b, precision=FP32) for b in (1, 4))
     gain = (4 * one.time / four.time).m_as("")
     return (f"A prefill of 64 tokens is compute-bound already: on the example laptop (100 GFLOP/s, 20 GB/s) the "
             f"roofline gives {one.time.m_as('ms'):.1f} ms for one prompt and {four.time.m_as('ms'):.1f} ms for four, "
@@ -214,7 +214,7 @@ def _prefill_batching(ref):
 def _decode_batching(ref):
     tiny, laptop = ref.tiny_transformer.TINY, _device(ref, LAPTOP)
     prompt, steps = ref.profiles.DECODE_PROMPT, ref.profiles.DECODE_STEPS
-    one, many = (ref.request(tiny, laptop, prompt, steps + 1, FP32, batch=b) for b in (1, 16))
+    one, many = (ref.request(tiny, laptop, prompt, steps + 1, batch=b, precision=FP32) for b in (1, 16))
     gain = (many.output_throughput / one.output_throughput).m_as("")
     crossing = ref.decode_compute_bound_batch(tiny, laptop, precision=FP32)
     return (f"At batch 1 a decode step reads all 130 MB of weights for one token; at batch 16 the same read serves "
@@ -308,7 +308,7 @@ def _compute_bound_len(answers, case, ref, rl):
     __tracebackhide__ = True
     (compute_bound_len,) = answers
     name, device = case
-    expected = ref.prefill_compute_bound_len(_model(ref, name), _device(ref, device), FP32)
+    expected = ref.prefill_compute_bound_len(_model(ref, name), _device(ref, device), precision=FP32)
     call = f"compute_bound_len({name}, {_label(device)})"
     answer = _calling(compute_bound_len, call, rl, _model(rl, name), _device(rl, device))
     if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (int, float, np.integer, np.floating)):
