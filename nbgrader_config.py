@@ -15,10 +15,10 @@ from nbgrader.preprocessors import (
 )
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 
-from course.autograde import SandboxedExecute
-from course.sandbox import SandboxLimits
+from course.grading.autograde import SandboxedExecute
+from course.grading.sandbox import SandboxLimits
 from course.kernels import ipc_prefix
-from course.limits import CapOutputBytes
+from course.grading.limits import CapOutputBytes
 
 c = get_config()  # noqa: F821 - provided by traitlets when it loads this file
 
@@ -58,7 +58,7 @@ c.LimitOutput.max_traceback = 20
 c.CapOutputBytes.max_bytes = 20_000
 # The grade of record: nbgrader's Execute is replaced by SandboxedExecute, which runs the
 # student's kernel in a sandbox and the course's test cells in the grader's own process
-# (course/autograde.py); nbgrader then scores the verdicts it wrote, as usual.
+# (course/grading/autograde.py); nbgrader then scores the verdicts it wrote, as usual.
 # benchmarks/bench_grading.py sets ROOFLAB_IN_KERNEL_GRADING=1 to time the old, untrusted way (nbgrader's own
 # Execute, tests in the student's kernel) beside this one; nothing else should.
 GRADER = Execute if os.environ.get("ROOFLAB_IN_KERNEL_GRADING") == "1" else SandboxedExecute

@@ -17,7 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from course import demo, sandbox
+from course import demo
+from course.grading import sandbox
 from course.grade import grade
 
 MOOC = 30_000  # submissions a week: 5,000 students x six assignments (the MOOC, ten times 500 x 6)

@@ -24,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from course import demo, sandbox
+from course import demo
+from course.grading import sandbox
 from course.build import execute
 from course.grade import grade
 from course.nbgrader_run import SOURCE
@@ -61,7 +62,8 @@ def one_submission(assignment: str, repeat: int = 3) -> None:
     grader, cascade re-tests) against one bare execution of the same notebook; no nbgrader, no class."""
     import json
 
-    from course import autograde, library_copy
+    from course.grading import library_copy
+    from course.grading import autograde
     from course.nbgrader_run import RELEASE
 
     path = next((SOURCE / assignment).glob("*.ipynb"))

@@ -27,8 +27,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cells import HIDDEN, MARKERS
-from .trusted import ASSERTS
+from .grading.cells import HIDDEN, MARKERS
+from .grading.trusted import ASSERTS
 from .kernels import kernel_config, settled, unsettled
 from .nbgrader_run import (RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrader, notebooks, read_notebook,
                            write_notebook)

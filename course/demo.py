@@ -526,7 +526,7 @@ def write_class(folder: Path, selected: list[str] | None = None, students: list[
 def demo(out: Path, workers: int = 2, build_first: bool = True, no_sandbox: bool = False) -> int:
     """Build, write the class, grade it into ``out``, print the grade table."""
     from .build import build
-    from . import sandbox
+    from .grading import sandbox
     from .grade import NoSandbox, grade, start_over
     from .show import table
 

@@ -5,11 +5,11 @@ Steps, each of which records rather than stops on a bad submission:
    exchange, or ``<student>/<assignment>/<files>`` (course.intake), LMS ids mapped through a roster;
 2. keep a private nbgrader course in ``OUT/nbgrader`` (course.graded) and generate the
    assignments there when their source changed (this fills its gradebook);
-3. pre-flight every new or changed submission (course.preflight); an unchanged one (same
+3. pre-flight every new or changed submission (course.grading.preflight); an unchanged one (same
    files, same source) keeps its grades and is not run again;
 4. autograde each student with something new in a process of its own, N at a time, under a
-   wall-clock and memory limit (course.limits); inside it, nbgrader runs the student's kernel
-   in a sandbox and the tests in its own process (course.autograde), so the grade is computed
+   wall-clock and memory limit (course.grading.limits); inside it, nbgrader runs the student's kernel
+   in a sandbox and the tests in its own process (course.grading.autograde), so the grade is computed
    where student code cannot reach.  Manual grades and comments already in the gradebook are
    carried across (course.graded.keep_manual / restore_manual);
 5. write feedback for submissions with nothing left to grade by hand (course.feedback), then
@@ -29,14 +29,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from . import feedback, gradebook_db, graded, intake, lateness, preflight, report, sandbox
+from . import feedback, gradebook_db, graded, intake, lateness, report
+from .grading import preflight
+from .grading import sandbox
 from . import roster as roster_module
 from .nbgrader_run import RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrader, write_notebook
 
 GIB = 2**30
 
 
-# What grading one student may cost: defined once, with the sandbox (course/sandbox.py).
+# What grading one student may cost: defined once, with the sandbox (course/grading/sandbox.py).
 Limits = sandbox.SandboxLimits
 
 
@@ -101,7 +103,7 @@ def _autograde(student: str, work: list[str], root: Path, limits: Limits, isolat
 
 def _autograde_one(student: str, pattern: str, root: Path, limits: Limits, isolation: str,
                    submissions: Path) -> str | None:
-    prefix = [sys.executable, "-m", "course.limits", str(limits.memory_bytes), str(4 * limits.processes), str(2**40), "--"]
+    prefix = [sys.executable, "-m", "course.grading.limits", str(limits.memory_bytes), str(4 * limits.processes), str(2**40), "--"]
     hide = ":".join(str(p) for p in (root, SOURCE, SOLUTIONS, RELEASE, submissions, ROOT / ".git", Path.home(),
                                      Path(tempfile.gettempdir())))
     try:

@@ -63,7 +63,7 @@ class Row:
 
 
 # A blank answer cell raises the released stub's NotImplementedError before it defines anything, so its test
-# cells fail on a name that is not defined (course.kernel_runner's message).
+# cells fail on a name that is not defined (course.grading.kernel_runner's message).
 BLANK = ("NotImplementedError", "is not defined")
 
 
@@ -95,7 +95,7 @@ def _mistakes(path: Path) -> tuple[list[tuple[str, str]], int, int]:
 
 
 def _record(root: Path, student: str, assignment: str) -> dict:
-    """What the sandboxed grading recorded for one submission (course.autograde), or {}."""
+    """What the sandboxed grading recorded for one submission (course.grading.autograde), or {}."""
     try:
         record = json.loads((root / "records" / student / f"{assignment}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

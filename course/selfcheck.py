@@ -14,8 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-from . import cells
-from .trusted import ASSERTS
+from .grading import cells
+from .grading.trusted import ASSERTS
 from .kernels import kernel_config, settled, unsettled
 from .nbgrader_run import SOURCE, environment, read_notebook
 

@@ -24,7 +24,7 @@ import threading
 import psutil
 import pytest
 
-from course import sandbox
+from course.grading import sandbox
 
 # Where this machine has no sandbox (no bubblewrap), the tests that grade do so bare, outside CI: the grades
 # are the same (the tests run in the grader either way); CI installs bubblewrap and never grades bare.

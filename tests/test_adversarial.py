@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from course import sandbox
+from course.grading import sandbox
 from course.grade import grade
 from course.nbgrader_run import SOURCE
 from tests.adversarial import KINDS, write_submissions

@@ -18,7 +18,7 @@ SLOW_GRADING = """
 import json
 from pathlib import Path
 
-from course import sandbox
+from course.grading import sandbox
 from course.grade import grade
 from course.nbgrader_run import RELEASE
 

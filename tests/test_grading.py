@@ -53,7 +53,7 @@ EXPECTED_A = {
     ("cora", A): (21, "graded", 0),
     # ms for s.  A: roofline_time [4] and ttft_and_itl [4] fail; speed-up ratios survive.
     # B: decode_step_time [4] fails; batching_gain is a ratio of two such times and survives
-    # A slip is charged once (course/autograde.py): ttft_and_itl passes with the course's roofline_time: 40 - 4.
+    # A slip is charged once (course/grading/autograde.py): ttft_and_itl passes with the course's roofline_time: 40 - 4.
     ("dmitri", A): (36, "graded", 10),
     # GB for GiB.  A, in weight_bytes: weight_bytes [1+3], decode_bytes [1+4], ttft_and_itl [1+3] and
     # intensities [2+3] fail, 18 points (on Llama-3-8B weights / 1.074 land within 0.4 % of the careful count that

@@ -5,7 +5,7 @@ import sys
 
 from nbformat.v4 import new_code_cell, new_output
 
-from course.limits import CapOutputBytes
+from course.grading.limits import CapOutputBytes
 
 
 def test_one_huge_line_is_cut_to_the_byte_cap():
@@ -26,9 +26,9 @@ def test_small_outputs_are_untouched():
 
 def test_memory_limit_stops_a_hog():
     hog = [sys.executable, "-c", "x = bytearray(3 * 2**30); print('allocated')"]
-    limited = subprocess.run([sys.executable, "-m", "course.limits", str(2**30), "64", str(2**20), "--", *hog],
+    limited = subprocess.run([sys.executable, "-m", "course.grading.limits", str(2**30), "64", str(2**20), "--", *hog],
                              capture_output=True, text=True)
     assert limited.returncode != 0 and "MemoryError" in limited.stderr
-    free = subprocess.run([sys.executable, "-m", "course.limits", str(8 * 2**30), "64", str(2**20), "--",
+    free = subprocess.run([sys.executable, "-m", "course.grading.limits", str(8 * 2**30), "64", str(2**20), "--",
                            sys.executable, "-c", "print('fine')"], capture_output=True, text=True)
     assert free.stdout.strip() == "fine"

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from course import preflight
+from course.grading import preflight
 from course.demo import answers_of, fill
 from course.nbgrader_run import RELEASE, SOURCE, read_notebook
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from course import sandbox
+from course.grading import sandbox
 from course.nbgrader_run import ROOT
 
 pytestmark = pytest.mark.slow
@@ -120,7 +120,7 @@ def test_requests_answer_with_plain_data(ran):
 
 
 def test_no_process_survives_the_sandbox(ran):
-    # The sandbox's uid is 61000 + the grader's pid (course/sandbox.py); other graders may run beside this test.
+    # The sandbox's uid is 61000 + the grader's pid (course/grading/sandbox.py); other graders may run beside this test.
     # The kernel reaps a dead PID namespace's processes asynchronously: allow it time on a busy machine.
     uid = 61000 + os.getpid() % 30000 if os.geteuid() == 0 else None
     for _ in range(200):
@@ -155,7 +155,7 @@ def test_the_user_namespace_path_as_an_unprivileged_grader():
         script.write_text(textwrap.dedent(f"""\
             import json, sys
             sys.path.insert(0, {str(ROOT)!r})
-            from course import sandbox
+            from course.grading import sandbox
             kind = sandbox.isolation()
             box = sandbox.Sandbox(json.loads({json.dumps(json.dumps(_notebook({k: PROBES[k] for k in ("uid", "source", "network", "hang", "after")})))}),
                                   kind=kind, limits=sandbox.SandboxLimits(cell_seconds=4))

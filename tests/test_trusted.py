@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from course import source_rules, trusted
+from course.grading import source_rules
+from course.grading import trusted
 from rooflab import Q_, model
 
 

@@ -38,8 +38,8 @@ ASSIGNMENTS = {
 # What each assignment asks students to derive: the library functions (``module.name`` or ``module.Class.name``
 # under rooflab) whose results its exercises ask for.  The one list: the checker switches all of them off while a
 # derivation runs (:func:`rooflab.check.library_answers`), the grader's source rules note their names in a
-# derivation (course/source_rules.py), and the grading sandbox's copy of the library for an assignment leaves out
-# its own and later assignments' (course/library_copy.py).  The course's own versions of exercises live in
+# derivation (course/grading/source_rules.py), and the grading sandbox's copy of the library for an assignment leaves out
+# its own and later assignments' (course/grading/library_copy.py).  The course's own versions of exercises live in
 # :mod:`rooflab.earlier` (``earlier.WRITTEN_IN`` says whose).
 DERIVED = {
     "01_two_phases": (
@@ -67,6 +67,11 @@ DERIVED = {
         "fleet.SteadyState.cost_per_million", "fleet.SteadyState.energy_per_token", "calibration.predict",
         "calibration.ideal_ratio",
     ),
+    # 06 asks for formulas the library has no function for (M/D/1, blocks, prefix, speculation); its simulations
+    # run on rooflab.simulate, a tool the notebook hands out, not an answer.
+    "06_tail": (),
+    # 07's derivations (a prompt's roofline, a step's, MFU and MBU, the crossover) are 01's and 04's answers again.
+    "07_measure": (),
 }
 
 

@@ -6,10 +6,10 @@ tests from its gradebook first, and still reads the scores from the test
 cells' outputs afterwards; in between, this step
 
 1. sends the notebook, with every hidden test removed, to the student's
-   kernel in its sandbox (:mod:`course.sandbox`), and takes back the outputs;
+   kernel in its sandbox (:mod:`course.grading.sandbox`), and takes back the outputs;
 2. runs each graded test cell's trusted code in this process against that
-   kernel (:mod:`course.trusted`), with the derivation rules read from the
-   student's source (:mod:`course.source_rules`), and writes the verdict as
+   kernel (:mod:`course.grading.trusted`), with the derivation rules read from the
+   student's source (:mod:`course.grading.source_rules`), and writes the verdict as
    the cell's outputs, which is what nbgrader scores;
 3. records, per submission, the flags for the instructor: uses of the tools
    the rules watch, cells lost to a hang or a crash, and test cells that
@@ -54,7 +54,7 @@ def grade_notebook(notebook: dict, kind: str, limits: SandboxLimits, hide: list[
 
     ``release`` is the student's starting copy: its cells, where unchanged, are the
     course's own code, not the student's.  ``library`` is the assignment's copy of
-    the library without its answers (:mod:`course.library_copy`), shown to the
+    the library without its answers (:mod:`course.grading.library_copy`), shown to the
     kernel in place of lib/.  The record holds the flags, the lost cells and the
     verdict of every test cell.
     """
@@ -158,7 +158,7 @@ def _charge_once(cells: list, student: source_rules.Notebook, base: dict, sandbo
         cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": note + "\n"}]
 
 
-_LIMITS = SandboxLimits()  # the defaults, defined once (course/sandbox.py)
+_LIMITS = SandboxLimits()  # the defaults, defined once (course/grading/sandbox.py)
 
 
 def _first_line(error) -> str:

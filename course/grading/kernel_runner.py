@@ -1,6 +1,6 @@
 """The untrusted half of grading: runs inside the sandbox, next to the student's kernel.
 
-Started by :mod:`course.sandbox` as ``python kernel_runner.py`` with nothing
+Started by :mod:`course.grading.sandbox` as ``python kernel_runner.py`` with nothing
 but the Python environment and the library visible.  It speaks JSON lines:
 
 - it reads one line ``{"notebook": {...}, "skip": [cell indices], "timeout": s}``,

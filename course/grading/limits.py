@@ -58,7 +58,7 @@ class CapOutputBytes(NbGraderPreprocessor):
 
 
 def run_limited(argv: list[str]) -> None:
-    """``python -m course.limits MEMORY PROCESSES FILE_BYTES -- COMMAND...``: exec COMMAND under rlimits.
+    """``python -m course.grading.limits MEMORY PROCESSES FILE_BYTES -- COMMAND...``: exec COMMAND under rlimits.
 
     A launcher rather than subprocess's preexec_fn, which may deadlock when the
     grader runs several workers from threads.  The kernel inherits the limits.

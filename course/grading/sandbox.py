@@ -1,6 +1,6 @@
 """A disposable sandbox for one submission's kernel, and the grader's end of its line.
 
-The student's notebook runs in :mod:`course.kernel_runner` inside bubblewrap
+The student's notebook runs in :mod:`course.grading.kernel_runner` inside bubblewrap
 (``bwrap``): its own PID, network, IPC and UTS namespaces (no network, nothing
 outside to signal), a read-only view of the Python environment and the library
 and nothing else of the file system (no course output, gradebook, ``source/``,
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 RUNNER = Path(__file__).resolve().parent / "kernel_runner.py"
-LIBRARY = Path(__file__).resolve().parent.parent / "lib"
+LIBRARY = Path(__file__).resolve().parents[2] / "lib"
 LINE_LIMIT = 64 * 2**20  # the executed notebook is one line; 64 MiB is far above any honest one
 NO_SANDBOX = "none"
 
@@ -101,7 +101,7 @@ def _read_only_paths() -> list[Path]:
 
 
 def matplotlib_cache() -> Path:
-    """A folder with matplotlib's font cache, built once per user: copied into each sandbox (course/kernel_runner.py),
+    """A folder with matplotlib's font cache, built once per user: copied into each sandbox (course/grading/kernel_runner.py),
     it saves every kernel the second or two of building it afresh."""
     folder = Path(tempfile.gettempdir()) / f"rooflab-matplotlib-{os.geteuid()}"
     if not list(folder.glob("fontlist*.json")):
@@ -151,7 +151,7 @@ def _bwrap_prefix(limits: SandboxLimits, library: Path | None = None) -> list[st
         if path.is_symlink():
             command += ["--symlink", os.readlink(path), str(path)]
         else:
-            # The assignment's copy of the library takes the library's place (course/library_copy.py).
+            # The assignment's copy of the library takes the library's place (course/grading/library_copy.py).
             source = library if library is not None and path == LIBRARY else path
             command += parents(path) + ["--ro-bind", str(source), str(path)]
     command += ["--perms", "1777", "--size", str(limits.disk_bytes), "--tmpfs", HOME,

@@ -10,7 +10,7 @@ patching anything inside the kernel (the checker, numpy, pint, importlib,
 IPython) can only change the student's own answers.
 
 Exercises that ask for a derivation are also read on the source
-(:mod:`course.source_rules`): what that finds is a flag for the instructor,
+(:mod:`course.grading.source_rules`): what that finds is a flag for the instructor,
 never a change of score.
 """
 

@@ -1,7 +1,7 @@
 """The library as the grading sandbox sees it for one assignment: its answers removed from the source.
 
 At grading, the student's kernel imports this copy in place of ``lib/``
-(:mod:`course.sandbox` mounts it there).  It is the library with, removed from
+(:mod:`course.grading.sandbox` mounts it there).  It is the library with, removed from
 the source itself (the syntax tree, not a switch at run time):
 
 - the functions the assignment asks students to derive and those of later
@@ -32,11 +32,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-LIBRARY = Path(__file__).resolve().parent.parent / "lib"
+LIBRARY = Path(__file__).resolve().parents[2] / "lib"
 PACKAGE = "rooflab"
 # Modules whose functions serve only the notebooks' figures, explorers and reveals (no answer cell of the course
-# calls them): what they call is not needed by an answer, and they may fail at grading.
-DISPLAY = ("plots", "widgets", "calibration")
+# calls them), and the tools of later notebooks (06's simulator, 07's measurements), which no earlier answer
+# calls: what they call is not needed by an answer, and they may fail at grading.
+DISPLAY = ("plots", "widgets", "calibration", "simulate", "measure", "profiles", "tiny_transformer",
+           "torch_profiles")
 # The checker's reference copy: never in the sandbox.
 CHECKER_REMOVED = ("check.reference",)
 
@@ -125,7 +127,7 @@ def invited(notebook: dict) -> set[str]:
 def _course_notebook(assignment: str) -> dict:
     import json
 
-    from .nbgrader_run import SOURCE
+    from ..nbgrader_run import SOURCE
 
     path = SOURCE / assignment / f"{assignment}.ipynb"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"cells": []}

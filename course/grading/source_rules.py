@@ -4,7 +4,7 @@ What the tree shows becomes a flag for the instructor (grades.csv's flags
 column, a line in the feedback under the test, a note in formgrader); no flag
 changes a score by itself.  Scores come from running the code: in the grading
 sandbox the library answers an assignment asks for are absent (see
-:mod:`course.library_copy`), so the only way to a right answer is to compute it.
+:mod:`course.grading.library_copy`), so the only way to a right answer is to compute it.
 
 Four kinds of flag:
 

@@ -1,0 +1,7 @@
+"""The trusted grader: what runs for each submission, where student code cannot reach the grade.
+
+nbgrader's Execute step, replaced (autograde); the student's kernel in a disposable sandbox (sandbox, and
+kernel_runner inside it); the course's test cells run in the grader against plain data (trusted); derivations read
+on the source (source_rules); notebooks mended before nbgrader reads them (preflight); what a submission may cost
+(limits).  docs/design.md, "Trust model", says what each promises.
+"""
