@@ -1,7 +1,7 @@
 """The gradebook in PostgreSQL (course/gradebook_db.py): grading, a re-grade that keeps a manual score,
 feedback, formgrader's list and an export, all against a real server this test starts for itself.
 
-The class: ada (every answer right: 40 of 40 autograded) and dmitri (milliseconds for seconds: 32, as
+The class: ada (every answer right: 40 of 40 autograded) and dmitri (milliseconds for seconds: 36, as
 tests/test_semester.py reasons), each with the 10-point written answer of 01_two_phases to grade by hand.
 """
 
@@ -149,7 +149,7 @@ def test_grade_regrade_feedback_and_export_on_postgresql(postgres, tmp_path):
     out = tmp_path / "graded"
     rows = grade(class_, out, workers=2, quiet=True, no_sandbox=BARE, db=postgres)
     assert {r.student: (r.score, r.status, r.manual_pending) for r in rows} == {
-        "ada": (40, "graded", 10), "dmitri": (32, "graded", 10)}
+        "ada": (40, "graded", 10), "dmitri": (36, "graded", 10)}
     # Everything is in the database: no SQLite file, two submissions in PostgreSQL's own table.
     assert not (out / "nbgrader" / "gradebook.db").exists()
     assert _count(postgres, "submitted_assignment") == 2
@@ -168,7 +168,7 @@ def test_grade_regrade_feedback_and_export_on_postgresql(postgres, tmp_path):
     rows = {r.student: r for r in grade(late, out, workers=2, quiet=True, no_sandbox=BARE)}  # no --db: recorded
     # cora did the first half: 2+4+3+4+4+4 = 21 (tests/test_semester.py); ada's manual 7 kept
     assert {s: (r.score, r.status, r.manual_pending) for s, r in rows.items()} == {
-        "ada": (40, "graded", 0), "cora": (21, "graded", 0), "dmitri": (32, "graded", 10)}
+        "ada": (40, "graded", 0), "cora": (21, "graded", 0), "dmitri": (36, "graded", 10)}
     assert rows["ada"].manual_score == 7
     assert _count(postgres, "submitted_assignment") == 3
 

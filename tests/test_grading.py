@@ -224,6 +224,7 @@ EXPECTED_F = {
     ("olga", F): (25, "graded", 10),  # os._exit in sequences_in_pool's cell [5]
     ("mallory", F): (0, "graded", 0),
     ("margaret", F): (6, "graded", 10),  # the six visible tests, 1 point each
+}
 # 07_measure: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_G = {
     # 07: 25 autograded points, the written answer (5) waits for the instructor

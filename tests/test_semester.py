@@ -4,7 +4,8 @@ for them and is regenerated with them, exports in three formats, and formgrader 
 One class is graded once for the module (01_two_phases: ada, every answer right; dmitri, milliseconds for
 seconds; katherine, a corrupt file); each test works on its own copy of the graded course.  Expected scores
 follow from which test cells each fault breaks (tests/test_grading.py has the reasoning): ada 40 of 40, dmitri
-32 (roofline_time [4] and ttft_and_itl [4] fail), both with the 10-point written answer to grade by hand.
+36 (roofline_time [4] fails; ttft_and_itl, which calls it, passes with the course's version: a slip is charged
+once), both with the 10-point written answer to grade by hand.
 """
 
 import csv
@@ -88,7 +89,7 @@ def course(*args, **kwargs):
 def test_grade_holds_back_feedback_until_the_written_answers_are_graded(term):
     out, rows = term
     assert {s: (r.score, r.status, r.manual_pending) for s, r in rows.items()} == {
-        "ada": (40, "graded", 10), "dmitri": (32, "graded", 10), "katherine": (0, "ungradable", 0)}
+        "ada": (40, "graded", 10), "dmitri": (36, "graded", 10), "katherine": (0, "ungradable", 0)}
     assert _page(out, "ada") is None and _page(out, "dmitri") is None  # a page now would say 0.0 / 10.0
     page = _page(out, "katherine")  # ungradable: a page that says why and what to do
     assert "not valid JSON" in page and "cut off" in page and "hand in" in page
@@ -102,12 +103,14 @@ def test_figures_reach_the_graded_notebook_and_the_feedback(graded):
     def images(notebook):
         return sum("image/png" in o.get("data", {}) for c in notebook["cells"] for o in c.get("outputs", []))
 
-    expected = images(json.loads((SOLUTIONS / A / f"{A}.ipynb").read_text()))  # the reference run's figures
-    assert expected >= 1
-    assert images(json.loads((graded / "nbgrader" / "autograded" / "ada" / A / f"{A}.ipynb").read_text())) == expected
+    reference = images(json.loads((SOLUTIONS / A / f"{A}.ipynb").read_text()))  # the reference run's figures
+    # A figure drawn from an answer the sandbox's library copy leaves out fails at grading, by design
+    # (docs/design.md, "Trust model"); the others reach the graded notebook, and all of those its feedback.
+    shown = images(json.loads((graded / "nbgrader" / "autograded" / "ada" / A / f"{A}.ipynb").read_text()))
+    assert 1 <= shown <= reference
     done = course("feedback", graded, "--all")
     assert done.returncode == 0, done.stderr
-    assert _page(graded, "ada").count("data:image/png") == expected
+    assert _page(graded, "ada").count("data:image/png") == shown
 
 
 def test_regrade_merges_and_keeps_manual_grades(graded, tmp_path):
@@ -127,7 +130,7 @@ def test_regrade_merges_and_keeps_manual_grades(graded, tmp_path):
 
     # nothing lost: katherine was not in this run and keeps her row; cora did the first half (2+4+3+4+4+4)
     assert {s: (r.score, r.status, r.manual_pending) for s, r in rows.items()} == {
-        "ada": (40, "graded", 0), "cora": (21, "graded", 0), "dmitri": (32, "graded", 10),
+        "ada": (40, "graded", 0), "cora": (21, "graded", 0), "dmitri": (36, "graded", 10),
         "katherine": (0, "ungradable", 0)}
     assert _written(graded, "ada") == (7, False, "Good on bandwidth; ask about prompt lengths.")
     assert rows["ada"].manual_score == 7
@@ -156,7 +159,7 @@ def test_a_changed_source_regrades_what_was_graded_against_it(term, graded, tmp_
     rows = {r.student: r for r in grade(term[0].parent / "week1", graded, quiet=True, no_sandbox=BARE)}
     assert ada_graded.stat().st_mtime_ns != before  # graded again
     assert {s: (r.score, r.status, r.manual_pending) for s, r in rows.items()} == {
-        "ada": (40, "graded", 0), "dmitri": (32, "graded", 10), "katherine": (0, "ungradable", 0)}
+        "ada": (40, "graded", 0), "dmitri": (36, "graded", 10), "katherine": (0, "ungradable", 0)}
     assert _written(graded, "ada") == (6, False, "kept")  # same answer: the manual grade stands
     assert json.loads((graded / "nbgrader" / "ledger.json").read_text())["sources"][A] != ledger["sources"][A]
 
@@ -192,7 +195,7 @@ def test_export_rows_for_graded_pending_and_ungradable_in_each_format(graded, tm
     assert (table["ada"]["status"], table["ada"]["score"], table["ada"]["max_score"]) == ("graded", "47", "50")
     assert (table["ada"]["autograded"], table["ada"]["manual"]) == ("40", "7")
     assert (table["dmitri"]["status"], table["dmitri"]["score"], table["dmitri"]["autograded"],
-            table["dmitri"]["manual_pending"]) == ("pending", "", "32", "10")
+            table["dmitri"]["manual_pending"]) == ("pending", "", "36", "10")
     assert (table["katherine"]["status"], table["katherine"]["score"]) == ("ungradable", "")
     assert "not valid JSON" in table["katherine"]["reason"]
 
@@ -379,7 +382,9 @@ def test_a_printed_direct_link_saves_in_a_fresh_browser(graded, browser, tmp_pat
         assert page.locator("#rooflab-save-error").count() == 0
         page.reload()
         page.wait_for_selector(f"#{WRITTEN}")
-        page.wait_for_function(f"document.getElementById('{WRITTEN}').value !== ''")
+        # formgrader fills the score and the comment from two requests: wait for both
+        page.wait_for_function(f"document.getElementById('{WRITTEN}').value !== '' && "
+                               f"document.getElementById('{WRITTEN}-comment').value !== ''")
         assert page.input_value(f"#{WRITTEN}") == "7"
         assert page.input_value(f"#{WRITTEN}-comment") == "Bandwidth, yes; say which phase."
         context.close()
@@ -565,7 +570,7 @@ def test_a_semester_of_twelve(tmp_path, browser):
     rows = _grades(out)
     assert {s: (r["score"], r["status"], r["manual_pending"]) for s, r in rows.items()} == {
         "alovelace": ("40", "graded", "10"), "bpascal": ("0", "graded", "0"), "cberliner": ("21", "graded", "0"),
-        "dmendeleev": ("32", "graded", "10"), "edijkstra": ("22", "graded", "10"), "ghopper": ("22", "graded", "10"),
+        "dmendeleev": ("36", "graded", "10"), "edijkstra": ("36", "graded", "10"), "ghopper": ("36", "graded", "10"),
         "fallen": ("0", "not submitted", "0")}
     assert rows["dmendeleev"]["late"].startswith("late (marked late by the LMS")
     assert "not submitted" in done.stdout and "late" in done.stdout  # the console table
@@ -594,7 +599,7 @@ def test_a_semester_of_twelve(tmp_path, browser):
     assert done.returncode == 0, done.stderr
     rows = _grades(out)
     assert (rows["alovelace"]["manual_score"], rows["alovelace"]["manual_pending"]) == ("8", "0")
-    assert (rows["fallen"]["score"], rows["fallen"]["status"]) == ("32", "graded") and rows["fallen"]["late"]
+    assert (rows["fallen"]["score"], rows["fallen"]["status"]) == ("35", "graded") and rows["fallen"]["late"]
 
     assert course("feedback", out).returncode == 0
     page = (out / "feedback" / "alovelace" / A / f"{A}.html").read_text()

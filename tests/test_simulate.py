@@ -47,7 +47,7 @@ def test_prefill_apart_at_constant_load_matches_the_steady_state(batch):
     300 steps, filling and draining, hold fewer sequences).  TTFT agrees within 20%: the steady state adds half
     an iteration T / 2 of waiting, while an arrival waits only for the rest of the pass under way
     (E[X^2] / 2 E[X] over passes, here less than T / 2), so the simulation lies between the prefill and it."""
-    ss = rl.steady_state(MODEL, DEVICE, 2000, 300, batch=batch, gpu_memory_utilization=0.9)
+    ss = rl.steady_state(MODEL, DEVICE, 2000, 300, batch=batch, gpu_memory_utilization=0.9, efficiency="typical")
     run = simulate(engine(MODEL, DEVICE), rate=rl.Q_(ss.request_rate_si, "1/s"), prompt_len=2000, output_len=300,
                    requests=4000, arrivals="even")
     assert run.mean_batch == pytest.approx(batch, rel=0.05)
@@ -66,7 +66,7 @@ def test_chunked_at_constant_load_matches_the_steady_state(batch):
     batch, throughput and TTFT ((E[ceil(P / chunk)] + 1/2) x T) within 5%."""
     k = batch / 299
     budget = batch + math.ceil(k * 2000)
-    ss = rl.steady_state(MODEL, DEVICE, 2000, 300, batch=batch, prefill="chunked", chunk=budget - batch,
+    ss = rl.steady_state(MODEL, DEVICE, 2000, 300, batch=batch, prefill="chunked", chunk=budget - batch, efficiency="typical",
                          gpu_memory_utilization=0.9)
     run = simulate(engine(MODEL, DEVICE, prefill="chunked", token_budget=budget),
                    rate=rl.Q_(ss.request_rate_si, "1/s"), prompt_len=2000, output_len=300, requests=4000,
