@@ -254,7 +254,7 @@ def test_formgrader_serves_the_graded_course(graded):
         listed = json.loads(body)
         # the submissions page lists the graded students (katherine's file never reached the gradebook)
         assert sorted(s["student"] for s in listed) == ["ada", "dmitri"]
-        assert all(s["needs_manual_grade"] and s["code_score"] in (40, 32) for s in listed)
+        assert all(s["needs_manual_grade"] and s["code_score"] in (40, 36) for s in listed)
         assert get(f"{base}/formgrader/gradebook/{A}/{A}", token)[0] == 200
         assert b'"student"' not in get(f"{base}/formgrader/api/submitted_notebooks/{A}/{A}", "wrong-token")[1]
         # one submission as the grader sees it: the answer, then the rubric and a model answer
