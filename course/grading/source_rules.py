@@ -290,26 +290,22 @@ class Notebook:
         elsewhere = [c.id for c in owners if c.id != answer_cell]
         if answer_cell is not None and elsewhere:
             return f"{name} is defined outside its answer cell (cell {elsewhere[0]}); define it only in its answer cell"
-        seen, todo = set(), [name]
-        while todo:
-            current = todo.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            for cell in self.cells:
-                nodes = list(cell.bindings.get(current, []))
-                if current in cell.functions:
-                    nodes.append(cell.functions[current])
-                for node in nodes:
-                    bad = [u for u in uses_in(node, cell.id) if u.kind != LIBRARY or banned is None
-                           or u.name in banned or u.name not in FUNCTIONS_NAMED]
-                    if bad:
-                        return f"{name} relies on {bad[0]}; the exercise asks you to derive it yourself"
-                    todo += [n for n in _free_names(node) if n not in seen]
+        for cell, node in self._reached_from(name):
+            bad = [u for u in uses_in(node, cell.id) if u.kind != LIBRARY or banned is None
+                   or u.name in banned or u.name not in FUNCTIONS_NAMED]
+            if bad:
+                return f"{name} relies on {bad[0]}; the exercise asks you to derive it yourself"
         return None
 
     def depends_on(self, name: str) -> set[str]:
         """The notebook's names that ``name`` uses, directly or through others (not ``name`` itself)."""
+        used = set()
+        for _, node in self._reached_from(name):
+            used |= _free_names(node)
+        return used - {name}
+
+    def _reached_from(self, name: str):
+        """(cell, definition) of ``name`` and of every notebook name its definitions use, transitively."""
         seen, todo = set(), [name]
         while todo:
             current = todo.pop()
@@ -321,5 +317,5 @@ class Notebook:
                 if current in cell.functions:
                     nodes.append(cell.functions[current])
                 for node in nodes:
+                    yield cell, node
                     todo += [n for n in _free_names(node) if n not in seen]
-        return seen - {name}
