@@ -1,7 +1,7 @@
 """This machine's calibrated roofline (rooflab.measure) beside numpy's own figures.  Prints, asserts nothing.
 
-The calibration takes the best of a few runs of a 2048^3 float32 matrix product (FLOP/s) and of a copy and a
-matrix-vector read over a buffer eight times the last-level cache (bandwidth).  Beside it, numpy timed the plain
+The calibration takes the best of a few runs of a 1536^3 float32 matrix product (FLOP/s) and of a copy and a
+matrix-vector read over a buffer four times the last-level cache (bandwidth).  Beside it, numpy timed the plain
 way: one large np.dot and one np.copyto of a fresh 512 MiB array, each the best of 5, on one BLAS thread (the
 setting the course measures with) and on the BLAS default.  The calibrated figures should be at or above these:
 a roof is the best the machine does.  Then the two clean profiles of the numpy transformer, with the library's

@@ -150,17 +150,23 @@ def _imports(sub: ast.AST, cell: str) -> list[Use]:
     return found
 
 
+def _named(name: str, shown: str, cell: str) -> list[Use]:
+    """The use an attribute reached by ``name`` is (a library answer, the checker, a rewriting tool), if any."""
+    if name in LIBRARY_ANSWERS:
+        return [Use(cell, shown, LIBRARY, name)]
+    if name in CHECKER_NAMES:
+        return [Use(cell, shown, CHECKER)]
+    if name in REWRITING_ATTRIBUTES:
+        return [Use(cell, shown, REWRITES_KIND)]
+    return []
+
+
 def uses_in(node: ast.AST, cell: str) -> list[Use]:
     """Everything in ``node`` that the rules care about (see the module's docstring)."""
     found = []
     for sub in ast.walk(node):
         if isinstance(sub, ast.Attribute):
-            if sub.attr in LIBRARY_ANSWERS:
-                found.append(Use(cell, f".{sub.attr}", LIBRARY, sub.attr))
-            elif sub.attr in CHECKER_NAMES:
-                found.append(Use(cell, f".{sub.attr}", CHECKER))
-            elif sub.attr in REWRITING_ATTRIBUTES:
-                found.append(Use(cell, f".{sub.attr}", REWRITES_KIND))
+            found += _named(sub.attr, f".{sub.attr}", cell)
             if isinstance(sub.ctx, (ast.Store, ast.Del)):
                 root = _root(sub)
                 if root == "check":
@@ -182,12 +188,7 @@ def uses_in(node: ast.AST, cell: str) -> list[Use]:
             if name == "getattr":
                 attribute = sub.args[1] if len(sub.args) > 1 else None
                 if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str):
-                    if attribute.value in LIBRARY_ANSWERS:
-                        found.append(Use(cell, f"getattr(..., {attribute.value!r})", LIBRARY, attribute.value))
-                    elif attribute.value in CHECKER_NAMES:
-                        found.append(Use(cell, f"getattr(..., {attribute.value!r})", CHECKER))
-                    elif attribute.value in REWRITING_ATTRIBUTES:
-                        found.append(Use(cell, f"getattr(..., {attribute.value!r})", REWRITES_KIND))
+                    found += _named(attribute.value, f"getattr(..., {attribute.value!r})", cell)
                 else:
                     found.append(Use(cell, "getattr with a computed name", REWRITES_KIND))
             elif name in ("timeit", "repeat", "Timer") and sub.args and _is_text(sub.args[0]):
