@@ -138,7 +138,7 @@ def test_exercise_runs_the_visible_cases_and_names_the_failing_one(capsys):
                   + 2 * model.layers * model.attention_width * prompt_len**2 + 2 * model.d_model * model.vocab, "FLOP")
 
     check.exercise("prefill_flops", prefill_flops)
-    assert "prefill_flops: 2 cases right." in capsys.readouterr().out
+    assert "prefill_flops: 3 cases right." in capsys.readouterr().out
     check.exercise("prefill_flops", prefill_flops, cases=[("Gemma-2B", 7)])
     assert "1 case right." in capsys.readouterr().out
     with pytest.raises(check.WrongAnswer, match=r"prefill_flops\(Llama-3-8B, 2000\).*forgot 2 FLOPs"):

@@ -221,8 +221,10 @@ def quantity(
     shown = _describe(got.to(expected.units))
     for mistake, values in (also_wrong or {}).items():
         if _matches(got, values, rel):
+            advice = (f" Pass the precision asked on to every function you call, and use it for the peak."
+                      if mistake.startswith(PRECISION_NOT_PASSED) else "")
             _fail(f"{name} = {shown}, expected {want} ({_percent(rel)}); your value is the one this mistake gives: "
-                  f"{mistake}.", mistake)
+                  f"{mistake}.{advice}", mistake)
     ratio = np.asarray(got.m_as(expected.units) / expected.magnitude, dtype=float)
     worst = float(ratio.flat[np.argmax(np.abs(ratio - 1))])
     if worst == 0:
@@ -330,11 +332,17 @@ def _term_slips(term: str, dimensionality, counts: Mapping[str, int], precision:
     for count, n in counts.items():
         if n > 1:
             slips += [((n + 1) / n, f"off by one in {count}", f"as if {count} were {n + 1}, not {n}: one too many?"),
-                      ((n - 1) / n, f"off by one in {count}", f"as if {count} were {n - 1}, not {n}: one too few?")]
-    why = ("K and V, 2 FLOPs per multiply-add, or 2 bytes a value" if information or _exponent(dimensionality, "[computation]")
-           else "counted twice, or a factor of 2 where none belongs")
-    slips += [(2.0, f"the {term} term doubled", f"twice what it should be ({why})?"),
-              (0.5, f"the {term} term halved", f"half what it should be ({why} left out)?")]
+                      ((n - 1) / n, f"off by one in {count}", f"as if {count} were {n - 1}, not {n}: one too few?"),
+                      (float(n), f"the {term} term multiplied by {count}",
+                       f"{n} times what it should be: counted once for each of {count} ({n}) where once is right?"),
+                      (1 / n, f"the {term} term divided by {count}",
+                       f"1/{n} of what it should be: counted once where it is once for each of {count} ({n})?")]
+    two = ("K and V, or 2 bytes a value" if information else
+           "2 FLOPs per multiply-add" if _exponent(dimensionality, "[computation]") else "")
+    slips += [(2.0, f"the {term} term doubled", "twice what it should be: counted twice, or a factor of 2 where "
+                                                "none belongs (both halves of a triangle, say)?"),
+              (0.5, f"the {term} term halved",
+               f"half what it should be: a factor of 2 left out{f' ({two})' if two else ''}?")]
     return slips
 
 
@@ -346,8 +354,8 @@ def _term_mistake(got, expected, name, shown, rel, terms: Mapping[str, object], 
     for term, value in terms.items():
         q = _as_ours(value, f"the term {term}")
         values[term] = np.asarray(q.m_as(units) if q is not None else _plain(value, f"the term {term}"), dtype=float)
-    want = np.asarray(expected.magnitude, dtype=float)
-    if not np.allclose(sum(values.values()), want, rtol=1e-6):
+    want = sum(values.values())
+    if not np.allclose(want, np.asarray(expected.magnitude, dtype=float), rtol=max(rel, 1e-6)):
         raise ValueError(f"terms ({', '.join(terms)}) do not add up to the expected value {_describe(expected)}")
     have = np.asarray(got.m_as(units), dtype=float)
     scale = np.max(np.abs(want))
@@ -442,9 +450,11 @@ def number(answer: object, expected: float, name: str = "answer", rel: float = 0
 
 
 def choice(answer: object, expected: str, name: str = "answer", options: dict[str, tuple[str, ...]] | None = None,
-           why: str = "") -> None:
+           why: str = "", also_wrong: Mapping[str, str] | None = None) -> None:
     """Check a word answer.  ``options`` maps each allowed answer to its accepted spellings; ``why`` is how to
-    find the right one, said after a wrong one (it must not give the answer away)."""
+    find the right one, said after a wrong one (it must not give the answer away).  ``also_wrong`` maps a
+    mistake's name to the option that mistake picks ({"the precision not passed on": "does not fit"}): a wrong
+    pick that one of them explains is told that mistake (the first that does)."""
     __tracebackhide__ = True
     if not isinstance(answer, str):
         _fail(f"{name} should be a string, got {type(answer).__name__} {answer!r}.")
@@ -453,6 +463,9 @@ def choice(answer: object, expected: str, name: str = "answer", options: dict[st
     if matched is None:
         _fail(f"{name} = {answer!r} is not one of the options: {', '.join(repr(k) for k in options)}.")
     if matched != expected:
+        for mistake, option in (also_wrong or {}).items():
+            if option != expected and _option(option, options) == matched:
+                _fail(f"{name} = {answer!r} is not right: it is what this mistake gives: {mistake}.", mistake)
         # The tag names the wrong pick, not the right one: the message must not hand out the answer.
         _fail(f"{name} = {answer!r} is not right.{' ' + why if why else ''}", f"{name}: picked {matched}")
 
