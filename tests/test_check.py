@@ -193,7 +193,7 @@ def test_whole_factors_and_off_by_one_are_told_apart_from_unknown_misses():
     assert "1/64 of the expected value" in fails(Q_(6488 / 64, "token/s"), Q_(6488, "token/s"))
     with pytest.raises(check.WrongAnswer, match=r"one too many.*\[mistake: off by one\]"):
         check.number(190, 189, "bend_batch", rel=1e-3)
-    assert "no slip of units or a known factor" in fails(Q_(1.37, "s"), Q_(1, "s"))
+    assert "matches no slip the checker knows" in fails(Q_(1.37, "s"), Q_(1, "s"))
 
 
 def test_a_failed_hidden_case_names_the_case_and_the_mistake_but_not_the_expected_value(monkeypatch):
@@ -344,3 +344,49 @@ def test_terms_that_do_not_add_up_are_an_error_of_the_exercise():
 def test_terms_of_a_plain_number():
     with pytest.raises(AssertionError, match=r"\[mistake: the b term left out\]"):
         check.number(0.3, 0.4, terms={"a": 0.3, "b": 0.1}, rel=0.001)
+
+
+# -- laws: a right answer passes whatever the hints say; a named term slip explains the answer -------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_TERM = st.floats(min_value=0.01, max_value=100.0)
+# Each term slip's tag (its term put in as {t}) and the factors it stands for.
+_SLIPS = {"the {t} term left out": (0.0,), "bits for bytes in the {t} term": (8.0, 1 / 8),
+          "a unit prefix in the {t} term": (1e3, 1e-3), "GB for GiB in the {t} term": (2**30 / 1e9, 1e9 / 2**30),
+          "the {t} term doubled": (2.0,), "the {t} term halved": (0.5,),
+          "the precision not passed on in the {t} term": (2.0,)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=_TERM, b=_TERM, c=_TERM, wobble=st.floats(min_value=-0.0199, max_value=0.0199))
+def test_an_answer_within_the_tolerance_passes_whatever_the_hints(a, b, c, wobble):
+    expected = Q_(a + b + c, "GB")
+    check.quantity(expected * (1 + wobble), expected, terms={"a": Q_(a, "GB"), "b": Q_(b, "GB"), "c": Q_(c, "GB")},
+                   also_wrong={"x": expected * (1 + wobble)}, counts={"n": 7}, precision="fp8")
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(_TERM, min_size=2, max_size=3), which=st.integers(0, 2),
+       factor=st.sampled_from([0.0, 8.0, 1 / 8, 1e3, 2**30 / 1e9, 2.0, 0.5]), wobble=st.floats(-0.03, 0.03))
+def test_a_named_term_slip_always_explains_the_answer(values, which, factor, wobble):
+    terms = {name: Q_(v, "GB") for name, v in zip("abc", values)}
+    total = sum(values)
+    slipped = list(values)
+    slipped[which % len(values)] *= factor
+    answer = sum(slipped) * (1 + wobble)  # a slip, and sometimes a little more that no slip explains
+    try:
+        check.quantity(Q_(answer, "GB"), Q_(total, "GB"), terms=terms, rel=0.001, precision="fp8")
+    except AssertionError as error:
+        message = str(error)
+    else:
+        assert abs(answer / total - 1) <= 0.001
+        return
+    tag = message[message.rfind("[mistake: ") + len("[mistake: "):-1] if "[mistake: " in message else ""
+    for pattern, factors in _SLIPS.items():
+        for name, value in zip("abc", values):
+            if tag == pattern.format(t=name):
+                # Sound: the slip named, on the term named, gives the answer to a tenth of how far off it is.
+                off = abs(answer - total)
+                assert any(abs(total + (f - 1) * value - answer) <= max(off / 10, 1e-9) + 1e-9 for f in factors), \
+                    message

@@ -267,8 +267,12 @@ def quantity(
         _fail(f"{name} = {shown}, expected {want} ({_percent(rel)}); it is {worst:.4g} times the expected value. "
               f"No known slip matches (a unit, a factor of 2 or 8, the precision, a term left out): recheck the "
               f"terms one at a time ({', '.join(terms)}).")
-    _fail(f"{name} = {shown}, expected {want} ({_percent(rel)}); it is {worst:.4g} times the expected "
-          "value, which is no slip of units or a known factor: look for a term left out or counted twice.")
+    # Said as what it is: no slip the checker knows. Guessing "a term left out" here misled students whose slip was
+    # a factor (the layers, the format's peak) or an off-by-one.
+    _fail(f"{name} = {shown}, expected {want} ({_percent(rel)}); it is {worst:.4g} times the expected value, "
+          "which matches no slip the checker knows (of units, a known factor or a count): recheck each part of the "
+          "formula in turn: a part left out or counted twice, a factor (the layers, K and V, the format's peak), "
+          "a count off by one.")
 
 
 def _matches(got: pint.Quantity, values: object, rel: float) -> bool:
