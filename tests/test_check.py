@@ -291,6 +291,12 @@ def test_counts_name_an_off_by_one():
     assert "[mistake: off by one in output_len - 1]" in message and "5" in message
 
 
+def test_counts_name_a_factor_left_out_or_repeated():
+    # A 32-layer model's KV cache per token: 128 KiB; per layer it is 4 KiB.
+    assert "[mistake: a factor of layers left out]" in fails(Q_(4, "KiB"), Q_(128, "KiB"), counts={"layers": 32})
+    assert "[mistake: a factor of layers too many]" in fails(Q_(4096, "KiB"), Q_(128, "KiB"), counts={"layers": 32})
+
+
 # -- a sum of named terms -------------------------------------------------------------------------------------------
 
 WEIGHTS, CACHE = Q_(16, "GB"), Q_(2, "GB")  # a decode step's bytes: 16 GB of weights and a 2 GB cache

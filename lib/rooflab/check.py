@@ -178,9 +178,11 @@ def quantity(
     is told that mistake.  ``terms`` names the terms the expected value is the sum of ({"weights": w,
     "cache": c}): an answer that is that sum with one term scaled by a known slip (left out, x2, x8, x1000,
     GB for GiB, the precision's bytes, a count off by one) is told which term and which slip.  ``counts`` names
-    the counts the answer is proportional to ({"output_len - 1": 255}); ``precision`` is the format the exercise
+    the counts the answer is proportional to ({"output_len - 1": 255, "layers": 32}): an answer off by one in one,
+    or missing it, or multiplied by it once more, is told so; ``precision`` is the format the exercise
     asks for, so that fp16's 2 bytes a value (or its peak) used instead is named.
-    Order of the hints: the exercise's own mistakes first, then the precision, then slips of units, then terms.
+    Order of the hints: ``also_wrong``, a ratio upside down, ``mistakes``, the precision, the table's unit slips
+    and factors, a count off by one, a slip in one term, then a whole factor; the exercise's own names come first.
     """
     __tracebackhide__ = True
     expected = _as_ours(expected, "expected")
@@ -246,6 +248,12 @@ def quantity(
         phrase, mistake = found
         _fail(f"{name} = {shown} is {phrase} from the expected {want}.", mistake)
     for count, n in (counts or {}).items():
+        if n > 1 and abs(worst * n - 1) <= rel:
+            _fail(f"{name} = {shown} is 1/{n} of the expected {want}: a factor of {count} ({n}) left out?",
+                  f"a factor of {count} left out")
+        if n > 1 and abs(worst / n - 1) <= rel:
+            _fail(f"{name} = {shown} is {n} times the expected {want}: multiplied by {count} ({n}) once too often?",
+                  f"a factor of {count} too many")
         for k, more in ((n + 1, "one too many"), (n - 1, "one too few")):
             if n > 0 and k > 0 and abs(worst / (k / n) - 1) <= min(rel, abs(worst - 1) / 4):
                 _fail(f"{name} = {shown}, expected {want}: it is {k}/{n} of it, as if {count} were {k} "
