@@ -336,6 +336,19 @@ def test_an_off_by_one_in_one_term():
     assert "[mistake: off by one in output_len - 1]" in message
 
 
+def test_terms_of_a_library_step_add_up_and_name_its_parts():
+    step = rl.decode_step("Llama-3-8B", "H100", 2000, 64, "fp16", efficiency="typical")
+    terms = check.terms_of(step)
+    assert {"body", "attention", "head", "the overhead per pass"} <= set(terms)
+    assert abs(sum(terms.values(), Q_(0, "s")) / step.time - 1) < 1e-12
+    ideal = check.terms_of(rl.decode_step("Llama-3-8B", "H100", 2000, 64, "fp16", efficiency="ideal"))
+    assert "the overhead per pass" not in ideal  # the ideal roofline has no fixed cost
+    # The 64 caches read in bits: the attention term 8 times too long, named with its term.
+    slipped = step.time + 7 * terms["attention"]
+    with pytest.raises(AssertionError, match=r"\[mistake: bits for bytes in the attention term\]"):
+        check.quantity(slipped, step.time, name="step_time", terms=terms)
+
+
 def test_no_known_slip_says_so_and_names_the_terms():
     message = fails(Q_(19, "GB"), WEIGHTS + CACHE, terms={"weights": WEIGHTS, "cache": CACHE})
     assert "No known slip matches" in message and "(weights, cache)" in message

@@ -36,7 +36,7 @@ import pint
 from .units import Q_, ureg
 
 __all__ = ["exercise", "record", "reveal", "WrongAnswer", "quantity", "number", "choice", "derive_yourself", "reference",
-           "MISTAKE_TAG", "PRECISION_NOT_PASSED", "QUANTITY_FOR_NUMBER", "BYTES_PER_VALUE"]
+           "MISTAKE_TAG", "PRECISION_NOT_PASSED", "QUANTITY_FOR_NUMBER", "BYTES_PER_VALUE", "terms_of"]
 
 MISTAKE_TAG = "[mistake: "
 # Tags of the mistakes the checker names from what an exercise tells it (precision=, counts=), for exercises
@@ -392,6 +392,21 @@ def _term_mistake(got, expected, name, shown, rel, terms: Mapping[str, object], 
     also = f" (or {'; or '.join(others)})" if others else ""
     _fail(f"{name} = {shown}, expected {_describe(expected)} ({_percent(rel)}): it is the expected "
           f"{' + '.join(terms)} with the {term} term {looks}{also}", tag)
+
+
+def terms_of(result, what: str = "time") -> dict[str, pint.Quantity]:
+    """The parts of a library result (a prefill's or a decode step's ``.parts``) as :func:`quantity`'s ``terms=``.
+
+    Returns {part name: its ``what`` ("time", "bytes" or "flops")}, plus "the overhead per pass" for what the
+    total has beyond its parts (the typical preset's fixed cost), so that the terms add up to ``getattr(result,
+    what)``.  An exercise checking a step's time writes ``terms=check.terms_of(step)``.
+    """
+    total = getattr(result, what)
+    parts = {name: getattr(part, what) for name, part in result.parts.items()}
+    rest = total - sum(parts.values(), 0 * total)
+    if abs(rest.magnitude) > 1e-9 * abs(total.magnitude):
+        parts["the overhead per pass"] = rest
+    return parts
 
 
 def _whole_factor(ratio: float, rel: float) -> str | None:
