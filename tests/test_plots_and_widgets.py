@@ -43,6 +43,11 @@ def test_explain_covers_fits_does_not_fit_and_missing_precision():
     text, costs = widgets.explain("Llama-3-8B", "H100-SXM", "fp16", 2000, 300, 1)
     assert "TTFT 29.6 ms ideal" in text and "ITL 4.56 ms ideal" in text and set(costs) == {"prefill", "decode step"}
     assert "typical (compute-bound)" in text and "typical (memory-bound)" in text
+    assert "ms ideal (compute-bound)" in text and "ms ideal (memory-bound)" in text  # each figure names its own bound
+    # 120 tokens on an A100: memory-bound at the ideal (the turn is at 154 tokens, the ridge point near 153 FLOP/B),
+    # compute-bound at typical efficiency, whose MFU falls further below 1 than its MBU
+    text, _ = widgets.explain("Llama-3-8B", "A100-80GB", "fp16", 120, 300, 1)
+    assert "ideal (memory-bound)" in text.split("ITL")[0]
     text, costs = widgets.explain("Llama-3-8B", "T4", "fp16", 2000, 300, 1)
     assert text.startswith("Does not fit") and "16.1 GB" in text and costs == {}
     text, costs = widgets.explain("Llama-3-8B", "H100-SXM", "fp16", 16000, 300, 1)

@@ -367,10 +367,18 @@ def _compute_bound_phase(ref):
     step = ref.decode_step("Llama-3-8B", "H100", 2000)
     turn = ref.prefill_compute_bound_len("Llama-3-8B", "H100")
     ridge = ref.hardware("H100").ridge_point("fp16")
-    return (f"The H100's ridge point is {ridge.m_as('FLOP/B'):.0f} FLOP/B. The prefill of a 2,000-token prompt does "
-            f"{long.intensity.m_as('FLOP/B'):,.0f} FLOP per byte it reads, so it waits on the arithmetic; a decode "
-            f"step does {step.intensity.m_as('FLOP/B'):.1f}, so it waits on memory. A prompt shorter than about "
-            f"{turn} tokens is memory-bound in the prefill too: its intensity is about one FLOP/B per token.")
+    m = ref.model("Llama-3-8B")
+    every_weight = ref.Q_(m.total_params * 2, "B")
+    yours = (long.flops / every_weight).m_as("FLOP/B")
+    step_flops = 2 * m.active_non_embedding_params + 4 * m.layers * m.attention_width * 2000 + 2 * m.d_model * m.vocab
+    step_bytes = every_weight + 2000 * ref.Q_(1, "token") * m.kv_bytes_per_token("fp16")
+    yours_step = (ref.Q_(step_flops, "FLOP") / step_bytes).m_as("FLOP/B")
+    return (f"The H100's ridge point is {ridge.m_as('FLOP/B'):.0f} FLOP/B. The prefill of a 2,000-token prompt of "
+            f"Llama-3-8B does {yours:,.0f} FLOP per byte it reads by your count ({long.intensity.m_as('FLOP/B'):,.0f} "
+            f"by the library's, which reads the embedding table one row per token), so it waits on the arithmetic; a "
+            f"decode step does {yours_step:.2f} ({step.intensity.m_as('FLOP/B'):.2f}), so it waits on memory. A prompt shorter "
+            f"than about {turn} tokens is memory-bound in the prefill too: its intensity is about one FLOP/B per "
+            "token.")
 
 
 @question("chatbot_spec", A, "memory bandwidth", SPECS, revisited_in="Exercise 4")
@@ -403,8 +411,12 @@ def _a100_prefill_turn(ref):
     ridges = {d: devices[d].ridge_point("fp16").m_as("FLOP/B") for d in turns}
     flops = (devices["H100"].peak_flops("fp16") / devices["A100-80GB"].peak_flops("fp16")).m_as("")
     bandwidth = (devices["H100"].memory_bandwidth / devices["A100-80GB"].memory_bandwidth).m_as("")
-    return (f"On the A100-80GB the prefill of Llama-3-8B turns compute-bound from a {turns['A100-80GB']}-token "
-            f"prompt, against {turns['H100']} on the H100. The turn sits near the ridge point counted in tokens "
+    typical = ref.prefill_compute_bound_len("Llama-3-8B", "A100-80GB", efficiency="typical")
+    why = ("real kernels fall further short of the peak FLOP/s than of the bandwidth" if typical < turns["A100-80GB"]
+           else "real kernels fall further short of the bandwidth than of the peak FLOP/s")
+    return (f"At the ideal, the prefill of Llama-3-8B on the A100-80GB turns compute-bound from a "
+            f"{turns['A100-80GB']}-token prompt, against {turns['H100']} on the H100 (at typical efficiency the "
+            f"A100's turn comes at {typical} tokens: {why}). The ideal turn sits near the ridge point counted in tokens "
             f"(the A100's is {ridges['A100-80GB']:.0f} FLOP/B, the H100's {ridges['H100']:.0f}): each prompt token "
             f"adds about one FLOP per byte of weights read. The H100 has {flops:.1f} times the A100's FLOP/s but only "
             f"{bandwidth:.1f} times its bandwidth, so it needs a longer prompt to keep its cores busy.")
