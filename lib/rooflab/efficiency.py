@@ -167,9 +167,9 @@ def _fitted(name: str, mfu: float, mbu: float, overhead_ms: float, formats: dict
 
 # What rooflab.calibration.calibrate(name) returns (tests/test_efficiency.py refits and compares); the errors
 # are the median and maximum |predicted / measured - 1| over every row of the preset's tables.
-_TYPICAL = dict(mfu=0.63, mbu=0.66, overhead_ms=0.27,
-                formats={"fp8": (0.55, 0.75), "int8": (None, 0.57), "int4": (None, 0.46)},
-                allreduce=(0.29, 25.2))
+_TYPICAL = dict(mfu=0.64, mbu=0.69, overhead_ms=0.40,
+                formats={"fp8": (0.54, 0.73), "int8": (None, 0.58), "int4": (None, 0.47)},
+                allreduce=(0.31, 24.6))
 _TYPICAL_2023 = dict(mfu=0.62, mbu=0.95, overhead_ms=3.42,
                      formats={"fp8": (0.47, 0.70), "int8": (None, 0.77), "int4": (None, 0.66)},
                      allreduce=(1.0, 6.0))
@@ -179,7 +179,7 @@ PRESETS["typical"] = _fitted(
     vintage="current engines, 2024-2025: TensorRT-LLM v0.12 and v1.0 in-flight batching at maximum load "
             "(data/throughput_at_load.csv) and gpt-fast at batch 1 with torch.compile and CUDA graphs, "
             "formats and tensor parallelism (data/batch_one.csv); 97 rows",
-    errors=(0.080, 2.06),
+    errors=(0.078, 2.18),
     source="Fitted by rooflab.calibration.calibrate on data/throughput_at_load.csv and data/batch_one.csv "
            "(least squares on log(predicted / measured)).",
     aliases=("realistic", "calibrated", "current"))
