@@ -40,7 +40,7 @@ from .serving import request
 
 __all__ = ["Measurement", "measurements", "predict", "ideal_ratio", "calibrate", "median_error", "DATA",
            "LoadMeasurement", "load_measurements", "predict_load", "LOAD_DATA", "BATCH_ONE", "tables", "error",
-           "predicted"]
+           "predicted", "fit_loss", "factors", "free_factors", "load_batch"]
 
 #: The shipped table of public measurements.
 DATA = Path(__file__).resolve().parent / "data" / "measurements.csv"
@@ -169,6 +169,27 @@ def _preset(name: str, f: dict) -> Efficiency:
                    (base.median_error, base.max_error), base.source, base.aliases)
 
 
+def factors(e: Efficiency) -> dict[str, float]:
+    """The fitted factors of a preset, by the names :func:`calibrate` moves them under."""
+    fp8, int8, int4 = (e.body_factors(p) for p in ("fp8", "gpt-fast-int8", "int4-g128"))
+    return {"mfu": e.mfu, "mbu": e.mbu, "overhead_ms": e.overhead_si * 1e3, "fp8_mfu": fp8[0], "fp8_mbu": fp8[1],
+            "int8_mbu": int8[1], "int4_mbu": int4[1], "allreduce_efficiency": e.allreduce_efficiency,
+            "allreduce_us": e.allreduce_latency_si * 1e6}
+
+
+def free_factors(preset: str) -> list[str]:
+    """The factors :func:`calibrate` fits for ``preset`` (the others are held, see ``_FROZEN``)."""
+    tables(preset)  # an unknown preset is an error
+    return [name for name in _FACTORS if name not in _FROZEN[preset]]
+
+
+def fit_loss(preset: str, e: Efficiency | None = None) -> float:
+    """The loss :func:`calibrate` minimises for ``preset``, at ``e`` (the shipped preset by default): over its
+    tables, the mean Huber loss of the log errors, summed over the tables."""
+    e = PRESETS[preset] if e is None else e
+    return sum(sum(map(_huber, _log_errors(rows, e))) / len(rows) for rows in tables(preset).values() if rows)
+
+
 #: Log errors beyond this weigh linearly, not squared (a Huber loss), so that one row no setting of the factors
 #: explains (an engine's unpublished batch limit) cannot pull the fit away from the others.
 HUBER = 0.25
@@ -184,17 +205,16 @@ def calibrate(preset: str = "typical", rounds: int = 5, points: int = 11) -> Eff
     linear beyond) of the log errors over its tables (:func:`tables`), each table weighing alike whatever its rows.
 
     Coordinate search: each round scans each factor over ``points`` values around the best so far (within its
-    limits) and halves the span; values are rounded to 0.01 (overhead to 0.01 ms, all-reduce latency to 0.1 us).
+    limits) and halves the span; values are rounded to 0.01 (overhead to 0.01 ms, all-reduce latency to 0.1 us),
+    then polished on that grid until no single step lowers the loss.
     """
-    groups = [rows for rows in tables(preset).values() if rows]
+    free = free_factors(preset)
     best = {name: start for name, (start, _, _, _) in _FACTORS.items()}
     best.update(_FROZEN[preset])
-    free = [name for name in _FACTORS if name not in _FROZEN[preset]]
     span = {name: _FACTORS[name][1] for name in free}
 
     def loss(f: dict) -> float:
-        e = _preset(preset, f)
-        return sum(sum(map(_huber, _log_errors(rows, e))) / len(rows) for rows in groups)
+        return fit_loss(preset, _preset(preset, f))
 
     current = loss(best)
     for _ in range(rounds):
@@ -207,7 +227,32 @@ def calibrate(preset: str = "typical", rounds: int = 5, points: int = 11) -> Eff
                 if score < current:
                     best, current = trial, score
             span[name] /= 2
-    return _preset(preset, {name: round(value, _DIGITS.get(name, 2)) for name, value in best.items()})
+    rounded = {name: round(value, _DIGITS.get(name, 2)) for name, value in best.items()}
+    return _preset(preset, _polish(preset, rounded, free))
+
+
+def _step(name: str) -> float:
+    return 10.0 ** -_DIGITS.get(name, 2)
+
+
+def _polish(preset: str, f: dict, free: list[str]) -> dict:
+    """Move one rounded factor one step (0.01, 0.01 ms, 0.1 us) at a time while that lowers the loss, so that the
+    result is a minimum on the grid it is stated on (no single step from it does better)."""
+    current = fit_loss(preset, _preset(preset, f))
+    improved = True
+    while improved:
+        improved = False
+        for name in free:
+            _, _, low, high = _FACTORS[name]
+            for sign in (-1, 1):
+                value = round(f[name] + sign * _step(name), _DIGITS.get(name, 2))
+                if not low <= value <= high:
+                    continue
+                trial = dict(f, **{name: value})
+                score = fit_loss(preset, _preset(preset, trial))
+                if score < current:
+                    f, current, improved = trial, score, True
+    return f
 
 
 @dataclass(frozen=True)
@@ -243,15 +288,17 @@ def load_measurements(path: str | Path = LOAD_DATA) -> tuple[LoadMeasurement, ..
     return _read(path, LoadMeasurement, ints=("tp", "prompt_len", "output_len"), optional_ints=("concurrency",))
 
 
-#: TensorRT-LLM gives its KV cache this share of the memory free once the weights are loaded
-#: (``KvCacheConfig.free_gpu_memory_fraction``, default 0.9, TensorRT-LLM's LLM API reference).
+#: TensorRT-LLM gives its KV cache this share of the memory free once the weights (and the activations it reserved
+#: at build time, whose size the tables do not publish) are loaded: ``KvCacheConfig.free_gpu_memory_fraction``,
+#: default 0.9 (https://nvidia.github.io/TensorRT-LLM/examples/kvcacheconfig.html; the activations:
+#: https://nvidia.github.io/TensorRT-LLM/reference/memory.html).
 TRTLLM_FREE_FRACTION = 0.9
 
 
 def load_batch(row: LoadMeasurement) -> int:
     """The concurrency a row ran at, or the most sequences that fit (caches at prompt + answer) when unpublished:
-    TensorRT-LLM's cache takes 0.9 of what a process can allocate less the weights, which is vLLM's
-    utilisation u = 0.9 + 0.1 x weights / allocatable."""
+    TensorRT-LLM's cache takes 0.9 of what a process can allocate less the weights (its activations unknown, so
+    not subtracted: an upper bound on the batch), which is vLLM's utilisation u = 0.9 + 0.1 x weights / allocatable."""
     if row.concurrency is not None:
         return row.concurrency
     s = setup(row.model, row.device, row.precision)

@@ -167,11 +167,11 @@ def _fitted(name: str, mfu: float, mbu: float, overhead_ms: float, formats: dict
 
 # What rooflab.calibration.calibrate(name) returns (tests/test_efficiency.py refits and compares); the errors
 # are the median and maximum |predicted / measured - 1| over every row of the preset's tables.
-_TYPICAL = dict(mfu=0.64, mbu=0.69, overhead_ms=0.40,
+_TYPICAL = dict(mfu=0.64, mbu=0.69, overhead_ms=0.31,
                 formats={"fp8": (0.54, 0.73), "int8": (None, 0.58), "int4": (None, 0.47)},
-                allreduce=(0.31, 24.6))
-_TYPICAL_2023 = dict(mfu=0.62, mbu=0.95, overhead_ms=3.42,
-                     formats={"fp8": (0.47, 0.70), "int8": (None, 0.77), "int4": (None, 0.66)},
+                allreduce=(0.31, 25.7))
+_TYPICAL_2023 = dict(mfu=0.63, mbu=0.95, overhead_ms=3.43,
+                     formats={"fp8": (0.47, 0.70), "int8": (None, 0.77), "int4": (None, 0.67)},
                      allreduce=(1.0, 6.0))
 
 PRESETS["typical"] = _fitted(
@@ -179,7 +179,7 @@ PRESETS["typical"] = _fitted(
     vintage="current engines, 2024-2025: TensorRT-LLM v0.12 and v1.0 in-flight batching at maximum load "
             "(data/throughput_at_load.csv) and gpt-fast at batch 1 with torch.compile and CUDA graphs, "
             "formats and tensor parallelism (data/batch_one.csv); 97 rows",
-    errors=(0.078, 2.18),
+    errors=(0.080, 2.18),
     source="Fitted by rooflab.calibration.calibrate on data/throughput_at_load.csv and data/batch_one.csv "
            "(least squares on log(predicted / measured)).",
     aliases=("realistic", "calibrated", "current"))
@@ -187,7 +187,7 @@ PRESETS["typical-2023"] = _fitted(
     "typical-2023", **_TYPICAL_2023,
     vintage="2023 static-batching engines: TensorRT-LLM 0.5-0.6 performance tables and H200 blog, gpt-fast's "
             "first README (data/measurements.csv); 37 rows",
-    errors=(0.078, 0.30),
+    errors=(0.074, 0.30),
     source="Fitted by rooflab.calibration.calibrate on data/measurements.csv (least squares on "
            "log(predicted / measured)); its all-reduce is the 2024 NCCL figure (6 us, NVIDIA/nccl issue #1259) "
            "at the full link bandwidth, since the 2023 table has no tensor-parallel row.",
