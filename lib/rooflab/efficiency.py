@@ -147,11 +147,11 @@ PRESETS: dict[str, Efficiency] = {
 }
 
 #: A weight-only kernel's MFU relative to the 16-bit one once compute-bound (an ESTIMATE, not fitted: no table
-#: here has a large-batch weight-only row).  Bracketed by torchao's HQQ kernel table (A6000, M = 1024,
-#: N = K = 4096, group 128: a fused Triton W4A16 kernel 72 TFLOP/s, tinygemm 16 TFLOP/s, against a 16-bit
-#: tensor-core peak of 155) and vLLM's documentation ("vLLM's AWQ implementation have lower throughput than
-#: unquantized version").  See docs/decisions.md.
-DEQUANTISATION = 0.5
+#: here has a large-batch weight-only row).  From torchao's HQQ kernel table (A6000, M = 1024, N = K = 4096, group
+#: 128): a fused Triton W4A16 kernel reaches 72 TFLOP/s where a 16-bit kernel at typical's MFU 0.64 of the 155
+#: TFLOP/s peak would reach 99, about 0.73 of it (tinygemm, gpt-fast's kernel, reaches 16); vLLM's documentation
+#: says its AWQ kernels have lower throughput than the unquantized model.  See docs/decisions.md.
+DEQUANTISATION = 0.7
 
 
 def _fitted(name: str, mfu: float, mbu: float, overhead_ms: float, formats: dict[str, tuple[float | None, float]],
