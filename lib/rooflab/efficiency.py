@@ -126,8 +126,8 @@ class Efficiency:
 
     def describe(self) -> str:
         """One paragraph: the factors per format, the all-reduce, the vintage and the error."""
-        formats = "; ".join(f"{f}: MFU {self.body_factors(_EXAMPLE[f])[0]:.2f}, MBU {self.body_factors(_EXAMPLE[f])[1]:.2f}"
-                            for f in WEIGHT_FORMATS)
+        pairs = {f: self.body_factors(_EXAMPLE[f]) for f in WEIGHT_FORMATS}
+        formats = "; ".join(f"{f}: MFU {mfu:.2f}, MBU {mbu:.2f}" for f, (mfu, mbu) in pairs.items())
         error = ("" if self.median_error is None else
                  f" Error on its measurements: median {self.median_error:.0%}, max {self.max_error:.0%}.")
         return (f"{self.name}: {formats}; overhead {self.overhead:.3g~P} a pass; all-reduce at "
@@ -137,8 +137,6 @@ class Efficiency:
 
 _EXAMPLE = {"16-bit": "fp16", "fp8": "fp8", "int8": "gpt-fast-int8", "int4": "int4-g128"}
 
-# The fitted presets: the values rooflab.calibration.calibrate() returns on their tables, rounded to 0.01
-# (and 0.01 ms, 0.1 us); tests/test_efficiency.py refits and checks they agree.  See docs/decisions.md.
 PRESETS: dict[str, Efficiency] = {
     "ideal": Efficiency("ideal", 1.0, 1.0, 0.0,
                         vintage="", median_error=None, max_error=None,
@@ -181,14 +179,14 @@ PRESETS["typical"] = _fitted(
             "formats and tensor parallelism (data/batch_one.csv); 97 rows",
     errors=(0.080, 2.18),
     source="Fitted by rooflab.calibration.calibrate on data/throughput_at_load.csv and data/batch_one.csv "
-           "(least squares on log(predicted / measured)).",
+           "(a Huber loss on log(predicted / measured), each table weighing alike).",
     aliases=("realistic", "calibrated", "current"))
 PRESETS["typical-2023"] = _fitted(
     "typical-2023", **_TYPICAL_2023,
     vintage="2023 static-batching engines: TensorRT-LLM 0.5-0.6 performance tables and H200 blog, gpt-fast's "
             "first README (data/measurements.csv); 37 rows",
     errors=(0.074, 0.30),
-    source="Fitted by rooflab.calibration.calibrate on data/measurements.csv (least squares on "
+    source="Fitted by rooflab.calibration.calibrate on data/measurements.csv (a Huber loss on "
            "log(predicted / measured)); its all-reduce is the 2024 NCCL figure (6 us, NVIDIA/nccl issue #1259) "
            "at the full link bandwidth, since the 2023 table has no tensor-parallel row.",
     aliases=("2023", "static"))

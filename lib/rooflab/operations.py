@@ -27,9 +27,8 @@ from .models import Model, model as _model
 from .precision import Precision, as_precision
 from .roofline import Cost, combine, cost_si
 
-__all__ = ["Setup", "setup", "expected_experts", "body_bytes", "price", "price_body", "forward_pass", "prefill_pass", "decode_pass",
-           "DecodeTerms",
-           "decode_terms", "Work", "weight_matmuls", "decode_total"]
+__all__ = ["Setup", "setup", "expected_experts", "body_bytes", "price", "price_body", "forward_pass", "prefill_pass",
+           "decode_pass", "DecodeTerms", "decode_terms", "Work", "weight_matmuls", "decode_total"]
 
 
 @dataclass(frozen=True, slots=True)
