@@ -117,8 +117,10 @@ def test_crossover_explain_and_figure():
 
 def test_load_explain_and_frontier_figure():
     text = widgets.explain_load("Llama-3-8B", "H100-SXM", "fp16", 1, 2000, 300, 500, 50)
-    # typical efficiency: batch 136 of the 200 whose 2,300-token caches fit, at the example $3.95 an hour
-    assert "best batch 136 of the 200 that fit" in text and "$0.401 per million tokens" in text
+    # typical efficiency: the SLA's best batch of the 200 whose 2,300-token caches fit, at the example $3.95 an hour
+    best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, rl.Q_(500, "ms"), rl.Q_(50, "ms"), efficiency="typical")
+    usd = 3.9492 / 3600 / best.output_throughput.m_as("token/s") * 1e6  # price per second / tokens per second
+    assert f"best batch {best.batch} of the 200 that fit" in text and f"${usd:.3g} per million tokens" in text
     assert "memory-bound" in text and "J per token" in text
     assert widgets.explain_load("Llama-3-70B", "H100-SXM", "fp16", 1, 2000, 300, 500, 50).startswith(
         "Not possible: not one sequence fits")

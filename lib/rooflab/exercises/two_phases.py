@@ -292,7 +292,8 @@ def _speedups(answers, case, ref, rl):
     ("Llama-3-8B", "A100-80GB", 4096, 256, (200, "ms"), (50, "ms"), "fp16", None),
     ("Llama-3-8B", "A100-80GB", 4096, 256, (200, "ms"), (50, "ms"), "fp16", "ideal"),  # the efficiency ignored
     ("Llama-3-8B", "H100", 4096, 256, (0.2, "s"), (0.05, "s"), "fp16", None),  # limits in s: bare magnitudes compared
-    ("Llama-3-8B", "H100", 4096, 256, (200, "ms"), (8, "ms"), "fp16", "typical"),  # only the TTFT limit checked
+    # only the TTFT limit checked: an ITL limit between the ideal's (4.6 ms) and typical's (7.0 ms)
+    ("Llama-3-8B", "H100", 4096, 256, (200, "ms"), (6, "ms"), "fp16", "typical"),
     # Llama-2-7B's 13.5 GB of weights leave about 1,450 tokens of cache in 0.9 of the 15.8 GB a process gets on a
     # T4: this prompt fits, the prompt and its answer do not.
     ("Llama-2-7B", "T4", 1000, 1000, (2, "s"), (200, "ms"), "fp16", None),
