@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..check import _fail, derive_yourself, number, quantity
-from . import exercise, question
+from . import DERIVED, exercise, question
 
 A = "05_under_load"
 STEP = 0.02  # a step priced by the student's own roofline against the library's careful count (2%)
@@ -25,10 +25,6 @@ PER_GPU = "tokens/s per request taken for per GPU"  # the course's mistake: one 
 PREFILLS = "prefills left out of the step"
 HALF_STEP = "TTFT without the half step a new request waits"
 
-# What the student's code may not call: the library's steady state, frontier and SLA search (this assignment's
-# list); the step and prefill costs and the memory budget of earlier assignments stay on, to build on.
-OWN = ("fleet.steady_state", "fleet.frontier", "fleet.best_under_sla", "fleet.max_concurrency", "fleet._steady_si",
-       "fleet._max_batch", "calibration.predict")
 
 
 def _mean_context(prompt_len, output_len):
@@ -164,7 +160,7 @@ def _triple(got, call: str):
     return got
 
 
-@exercise("engine_state", A, derive=OWN, visible=[
+@exercise("engine_state", A, derive=DERIVED[A], visible=[
     # (model, device, prompt_len, output_len, batch, precision)
     # The running example at batch 64: the prefills are a large share of the iteration, so leaving them out of the
     # ITL, ideal for typical efficiency, the TTFT without its half iteration of waiting, and one user's tokens/s
@@ -216,7 +212,7 @@ def _where_time_goes(ref):
 
 # -- Exercise 3: the frontier and its bend -----------------------------------------------------------------
 
-@exercise("frontier_curve", A, derive=OWN, visible=[
+@exercise("frontier_curve", A, derive=DERIVED[A], visible=[
     # (model, device, prompt_len, output_len, precision).  Every case keeps B <= O - 1 at every batch that fits
     # (at most one prompt a step), where a prompt's prefill is a pass of its own.
     # The running example: it bends at a batch that fits.  Catches ideal for typical efficiency, one user's
@@ -272,7 +268,7 @@ def _frontier_curve(answers, case, ref, rl):
 
 # -- Exercise 4: the best batch under the SLA and the memory ---------------------------------------------
 
-@exercise("best_batch", A, derive=OWN, visible=[
+@exercise("best_batch", A, derive=DERIVED[A], visible=[
     # (model, device, prompt_len, output_len, ttft_limit ms, itl_limit ms, precision)
     # The running example at 500 ms and 50 ms: the ITL target binds. Catches ideal for typical efficiency, the
     # first batch over the target for the last one under it, and a target compared in the wrong unit.
