@@ -60,7 +60,9 @@ def test_every_function_exercise_has_visible_and_hidden_tests(assignment):
     tests = [nbgrader(c)["grade_id"] for c in cells(SOURCE, assignment) if nbgrader(c).get("grade") and c["cell_type"] == "code"]
     visible = {t[: -len("_visible")] for t in tests if t.endswith("_visible")}
     hidden = {t[: -len("_hidden")] for t in tests if t.endswith("_hidden")}
-    assert visible == hidden and len(visible) >= 6
+    # 05 asks for four larger exercises, each a model built on the one before (the steady state, its frontier, the
+    # search under the SLA), within the same 60-90 minutes as six smaller ones elsewhere.
+    assert visible == hidden and len(visible) >= (4 if assignment == "05_under_load" else 6)
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
