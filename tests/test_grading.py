@@ -207,8 +207,9 @@ EXPECTED_E = {
     ("katherine", E): (0, "ungradable", 0),
     ("olga", E): (22, "graded", 0),  # os._exit in frontier_curve's cell [2+6]
     ("mallory", E): (0, "graded", 0),
-    # hard-coded visible answers in step_time [1], engine_state [2] and best_batch [2]; her frontier is her own
-    # [2+6]: 5 + 8
+    # hard-coded visible answers in step_time [1], engine_state [2] and best_batch [2]; her frontier_curve, her
+    # own, calls her engine_state, which fails its hidden test, and passes with the course's [2+6]: 5 + 8
+    # (graded once in the sandbox for 05 and 06_cost alone: every row of EXPECTED_E and EXPECTED_H as written)
     ("margaret", E): (13, "graded", 0),
 }
 # 06_cost: (student, assignment): (score, status, manual points pending), with the arithmetic.
