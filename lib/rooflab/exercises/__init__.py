@@ -143,15 +143,18 @@ class Exercise:
 
     def banned(self) -> tuple:
         """The library functions switched off while the student's code runs (empty: none)."""
+        if not self.derive:
+            return ()
+        from .. import earlier
+
+        # The course's versions of this assignment's exercises and later ones; earlier ones are to build on.
+        own = tuple(getattr(earlier, name) for name in earlier.WRITTEN_IN if name not in self.built_on())
         if self.derive is True:
-            from .. import earlier
             from ..check import library_answers
 
-            # The course's versions of this assignment's exercises and later ones; earlier ones are to build on.
-            own = [getattr(earlier, name) for name in earlier.WRITTEN_IN if name not in self.built_on()]
-            return tuple(library_answers()) + tuple(own)
+            return tuple(library_answers()) + own
         # "crossover.balanced_output_len", "fleet.SteadyState.energy_per_token": each on the one list (DERIVED).
-        return tuple(found for found in map(resolve, self.derive or ()) if found is not None)
+        return tuple(found for found in map(resolve, self.derive) if found is not None) + own
 
 
 @dataclass(frozen=True)
