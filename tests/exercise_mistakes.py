@@ -399,7 +399,7 @@ MISTAKES = {
             lambda m, d, p, o, b, precision="fp16": (Q_(b, "token") / s["step_time"](m, d, p, b, precision)).to(
                 "token/s")),
         "a bare number where a quantity is asked": lambda s: _with_step(s, lambda *a: s["step_time"](*a).m_as("s")),
-        "total for active parameters in the body's FLOPs (a mixture of experts)": lambda s: _with_step(
+        "total for active parameters (a mixture of experts)": lambda s: _with_step(
             s, _step05(s, active="non_embedding_params")),
     },
     "engine_state": {

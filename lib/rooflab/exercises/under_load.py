@@ -12,6 +12,8 @@ Hidden cases live in the instructor's test cells, never here.
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from ..check import _fail, derive_yourself, number, quantity
@@ -83,6 +85,29 @@ def _within_memory(answer, cap: int, call: str) -> None:
 
 # -- Exercise 1: a step of the batch, and the GPU's tokens per second ---------------------------------------
 
+TOTAL = "total for active parameters (a mixture of experts)"
+
+
+def _total_for_active(answer, ref, name, device, context, batch, precision, call: str) -> None:
+    """Fail, naming the mistake, when a mixture of experts' step is the course's formula with every expert's
+    parameters in the body's FLOPs (each token runs only its k experts)."""
+    __tracebackhide__ = True
+    model, hardware = ref.model(name), ref.hardware(device)
+    active, every = model.active_non_embedding_params, model.non_embedding_params
+    if active == every or not (hasattr(answer, "check") and answer.check("[time]") and np.ndim(answer.magnitude) == 0):
+        return
+    earlier = importlib.import_module(f"{ref.__name__}.earlier")
+    right = earlier.step_time(model, hardware, context, batch, precision).m_as("s")
+    weights = ref.Q_((every + batch * model.d_model) * earlier.BYTES_PER_VALUE[precision], "B")
+    body = [earlier.roofline_time(ref.Q_(batch * 2 * n, "FLOP"), weights, hardware, precision)[0].m_as("s")
+            for n in (active, every)]
+    wrong = right - body[0] + body[1]
+    if abs(wrong / right - 1) > 0.05 and abs(answer.m_as("s") / wrong - 1) < 0.01:
+        _fail(f"{call} = {answer.to('ms'):.4g~P}, as if every token ran all of {name}'s experts: the body's FLOPs "
+              f"count the active parameters (model.active_non_embedding_params, {active / 1e9:.1f} B), its bytes "
+              f"every expert's ({every / 1e9:.1f} B).", TOTAL)
+
+
 @exercise("step_time", A, derive=True, visible=[
     # (model, device, prompt_len, output_len, batch, precision)
     # The running example at batch 64: the 64 caches are half the step.  Catches K and V forgotten, query heads
@@ -107,8 +132,10 @@ def _step_time(answers, case, ref, rl):
     context = _mean_context(prompt_len, output_len)
     step = ref.decode_step(name, device, context, batch, precision, allow_overflow=True)
     expected = step.time
-    quantity(step_time(rl.model(name), rl.hardware(device), context, batch, precision), expected,
-             f"step_time({name}, {device}, {context:g}, {batch}, {precision!r})", rel=STEP, mistakes=_gib(step))
+    call = f"step_time({name}, {device}, {context:g}, {batch}, {precision!r})"
+    answer = step_time(rl.model(name), rl.hardware(device), context, batch, precision)
+    _total_for_active(answer, ref, name, device, context, batch, precision, call)
+    quantity(answer, expected, call, rel=STEP, mistakes=_gib(step))
     quantity(tokens_per_second(rl.model(name), rl.hardware(device), prompt_len, output_len, batch, precision),
              ref.Q_(batch, "token") / expected,
              f"tokens_per_second({name}, {device}, {prompt_len}, {output_len}, {batch}, {precision!r})", rel=STEP,
