@@ -1,4 +1,4 @@
-"""The grading pipeline end to end on the simulated class (six assignments, sixteen students).
+"""The grading pipeline end to end on the simulated class (eight assignments, sixteen students).
 
 Expected scores are derived from which test cells each student's fault breaks.
 
