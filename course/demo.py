@@ -206,55 +206,82 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("ex1_step", "    return body + attention + head\n", '    return Q_((body + attention + head).m_as("ms"), "s")\n'),
         ],
         "gb_for_gib": [
-            ("ex7_tp", 'Q_((model.non_embedding_params + batch * model.d_model) * bytes_per_value / tp, "B")',
-             'Q_((model.non_embedding_params + batch * model.d_model) * bytes_per_value / tp / 2**30, "GB")'),
+            ("ex1_step", 'Q_((model.non_embedding_params + batch * model.d_model) * bytes_per_value, "B")',
+             'Q_((model.non_embedding_params + batch * model.d_model) * bytes_per_value / 2**30, "GB")'),
         ],
         "forgot_k_and_v": [
             ("ex1_step", "kv_per_token = 2 * model.layers", "kv_per_token = model.layers"),
         ],
         "raises": [
-            ("ex4_cost", "    return (price / tokens_per_second)", "    return (price / 0 / tokens_per_second)"),
+            ("ex2_engine", "    finishing = batch / (output_len - 1)\n", "    finishing = batch / 0 / (output_len - 1)\n"),
         ],
         "infinite_loop": [
-            ("ex6_energy", "def joules_per_token(", "while True:  # a loop left running\n    pass\n\n\ndef joules_per_token("),
+            ("ex4_best", "def best_batch(", "while True:  # a loop left running\n    pass\n\n\ndef best_batch("),
         ],
         "kills_kernel": [
-            ("ex3_batch", "def largest_batch(", "import os\nos._exit(1)\n\n\ndef largest_batch("),
+            ("ex3_frontier", "def frontier_curve(", "import os\nos._exit(1)\n\n\ndef frontier_curve("),
         ],
         "warning": [
-            ("ex1_step", "    bytes_per_value = BYTES_PER_VALUE[precision]\n",
-             "    import warnings\n    warnings.warn('the prefills are left out')\n    bytes_per_value = BYTES_PER_VALUE[precision]\n"),
+            ("ex2_engine", "    finishing = batch / (output_len - 1)\n",
+             "    import warnings\n    warnings.warn('prompts are assumed to arrive one at a time')\n"
+             "    finishing = batch / (output_len - 1)\n"),
         ],
         "hard_coded": [
-            # each visible case's answer, looked up by what tells the visible cases apart
+            # each visible case's answer, looked up by what tells the visible cases apart; her frontier is her own
             ("ex1_step", None, 'def step_time(model, device, context_len, batch, precision="fp16"):\n'
-             '    return Q_({64: 9.8644, 1: 7.3775, 512: 31.765}[batch], "ms")\n\n\n'
+             '    seen = {("Llama-3-8B", 64): 9.8644, ("Llama-3-8B", 1): 7.3775, ("Mistral-7B", 512): 31.765,\n'
+             '            ("Mixtral-8x7B", 512): 25.45}\n'
+             '    return Q_(seen[model.name, batch], "ms")\n\n\n'
              'def tokens_per_second(model, device, prompt_len, output_len, batch, precision="fp16"):\n'
-             '    return Q_({64: 6487.9, 1: 135.55, 512: 16118}[batch], "token/s")'),
-            ("ex2_frontier", None, 'def frontier_curve(model, device, prompt_len, output_len, precision="fp16"):\n'
-             '    seen = {2000: ("H100", 2000, 300, "fp16"), 6000: ("H100", 6000, 2000, "fp16"), 500: ("L40S", 500, 300, "fp8")}\n'
-             '    gpu, prompt, answer, fmt = seen[prompt_len]\n'
-             '    f = rl.frontier("Llama-3-8B", gpu, prompt, answer, precision=fmt, efficiency="typical")  # a visible case\n'
-             '    return f.itl, f.output_throughput\n\n\n'
-             'def bend_batch(model, device, prompt_len, output_len, precision="fp16"):\n'
-             '    return {2000: 189, 6000: None, 500: 271}[prompt_len]'),
-            ("ex3_batch", None, 'def largest_batch(model, device, prompt_len, output_len, itl_limit, precision="fp16"):\n'
-             '    return {50: 136, 150: 307, 100: 0, 20: 0}[round(itl_limit.m_as("ms"))]'),
-            ("ex4_cost", None, 'def cost_per_million(price, tokens_per_second):\n'
+             '    seen = {("Llama-3-8B", 64): 6487.9, ("Llama-3-8B", 1): 135.55, ("Mistral-7B", 512): 16118,\n'
+             '            ("Mixtral-8x7B", 512): 20118}\n'
+             '    return Q_(seen[model.name, batch], "token/s")'),
+            ("ex2_engine", None, 'def engine_state(model, device, prompt_len, output_len, batch, precision="fp16"):\n'
+             '    seen = {64: (28.31812, 2267.596, 73.50706), 40: (50.802, 803.4393, 66.10321),\n'
+             '            8: (26.17157, 307.2112, 42.20775)}\n'
+             '    itl, throughput, ttft = seen[batch]\n'
+             '    return Q_(itl, "ms"), Q_(throughput, "token/s"), Q_(ttft, "ms")'),
+            ("ex4_best", None, 'def best_batch(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16"):\n'
+             '    seen = {("H100-SXM", 2000): 136, ("L40S", 4000): 71, ("A100-80GB", 2000): 184}\n'
+             '    return seen.get((device.name, prompt_len), 0)'),
+        ],
+    },
+    "06_cost": {
+        "ms_for_s": [
+            ("ex5_tp", "    return body + attention + head + 2 * model.layers * allreduce",
+             '    return Q_((body + attention + head + 2 * model.layers * allreduce).m_as("ms"), "s")'),
+        ],
+        "gb_for_gib": [
+            ("ex5_tp", 'Q_((model.non_embedding_params + batch * model.d_model) * bytes_per_value / tp, "B")',
+             'Q_((model.non_embedding_params + batch * model.d_model) * bytes_per_value / tp / 2**30, "GB")'),
+        ],
+        "forgot_k_and_v": [
+            ("ex5_tp", "kv_per_token = 2 * model.layers", "kv_per_token = model.layers"),
+        ],
+        "raises": [
+            ("ex1_cost", "    return (price / tokens_per_second)", "    return (price / 0 / tokens_per_second)"),
+        ],
+        "infinite_loop": [
+            ("ex4_energy", "def joules_per_token(", "while True:  # a loop left running\n    pass\n\n\ndef joules_per_token("),
+        ],
+        "kills_kernel": [
+            ("ex3_sla", "def cost_at_sla(", "import os\nos._exit(1)\n\n\ndef cost_at_sla("),
+        ],
+        "warning": [
+            ("ex2_prices", "    prefill = rl.prefill(",
+             "    import warnings\n    warnings.warn('the first token is not counted')\n    prefill = rl.prefill("),
+        ],
+        "hard_coded": [
+            # the visible cases' answers, told apart by what differs between the cases; the other cells are hers
+            ("ex1_cost", None, 'def cost_per_million(price, tokens_per_second):\n'
              '    if np.ndim(tokens_per_second.magnitude):\n'
              '        return Q_(np.array([4.5167, 0.36133, 0.060222]), "USD/Mtok")\n'
              '    return Q_(0.4018, "USD/Mtok")'),
-            ("ex5_sla", None, 'def cost_at_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, price, precision="fp16"):\n'
-             '    return Q_({"H100-SXM": 0.40121, "L40S": 0.60702}[device.name], "USD/Mtok")'),
-            ("ex6_energy", None, 'def joules_per_token(model, device, prompt_len, output_len, batches, precision="fp16"):\n'
-             '    seen = {("H100-SXM", 64): 0.3087, ("L40S", 1): 5.3068, ("L40S", 16): 0.43308, ("L40S", 128): 0.14878}\n'
-             '    return Q_(np.array([seen[device.name, int(b)] for b in batches]), "J/token")'),
-            ("ex7_tp", None, 'def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):\n'
-             '    return Q_({1: 34.176, 128: 15.648, 256: 6.5783}[batch], "ms")'),
-            ("ex7_sla", None, 'def per_gpu_throughputs(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16"):\n'
-             '    seen = {("H100-SXM", "fp8"): (493.98, 254.53), ("H100-SXM", "fp16"): (399.18, 0), ("L4", "fp16"): (64.198, 0)}\n'
-             '    tp2, one = seen[device.name, precision]\n'
-             '    return Q_(tp2, "token/s"), Q_(one, "token/s")'),
+            ("ex3_sla", None, 'def cost_at_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, price, precision="fp16"):\n'
+             '    return Q_({"H100-SXM": 0.401215, "L40S": 0.607016}[device.name], "USD/Mtok")'),
+            ("ex5_tp", None, 'def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):\n'
+             '    seen = {1: 34.176, 128: 15.6482, 256: 6.57832 if device.name == "H100-SXM" else 13.7063}\n'
+             '    return Q_(seen[batch], "ms")'),
         ],
     },
     "06_tail": {

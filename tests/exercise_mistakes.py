@@ -101,14 +101,14 @@ def _sla(s, budget_len=None, efficiency=None, check_itl=True, bare=False, check_
 # -- 05_under_load ---------------------------------------------------------------------------------------------
 
 def _step05(s, kv=2, heads="kv_heads", per_value=True, flops_per_mac=2, cache_batch=True, head_per_sequence=False,
-          gib=False):
+          gib=False, active="active_non_embedding_params"):
     """05's step_time with one slip switched on: the K-and-V factor, the heads the cache is counted for, bytes per
     value, FLOPs per multiply-add, the caches of the batch or of one sequence, the head read per sequence, GiB."""
     def step_time(model, device, context_len, batch, precision="fp16"):
         size = s["BYTES_PER_VALUE"][precision] if per_value else 1
         nbytes = (lambda n: Q_(n / 2**30, "GB")) if gib else (lambda n: Q_(n, "B"))
         per_token = kv * model.layers * getattr(model, heads) * model.head_dim * size
-        body, _ = s["roofline_time"](Q_(batch * flops_per_mac * model.active_non_embedding_params, "FLOP"),
+        body, _ = s["roofline_time"](Q_(batch * flops_per_mac * getattr(model, active), "FLOP"),
                                      nbytes((model.non_embedding_params + batch * model.d_model) * size), device,
                                      precision)
         sequences = batch if cache_batch else 1
@@ -130,47 +130,84 @@ def _with_step(s, step_time):
     return step_time, tokens_per_second
 
 
-def _frontier(s, efficiency="typical", per_user=False, precision_used=True, beyond_memory=False, ms_for_s=False):
+def _engine(s, efficiency="typical", prefills=True, first_tokens=True, steps=lambda o: o - 1, wait=0.5,
+            context=None, precision_used=True, per_user=False, ms_for_s=False):
+    """05's engine_state with one slip: the prefills, the prefills' first tokens, the steps a slot is held, the
+    share of an iteration a new request waits, the context of the step, the precision, one user's tokens/s."""
+    def engine_state(model, device, prompt_len, output_len, batch, precision="fp16"):
+        precision = precision if precision_used else "fp16"
+        finishing = batch / steps(output_len)
+        at = s["mean_context"](prompt_len, output_len) if context is None else context(prompt_len, output_len)
+        decode = rl.decode_step(model, device, at, batch, precision, efficiency=efficiency, allow_overflow=True).time
+        prefill = rl.prefill(model, device, prompt_len, 1, precision, efficiency=efficiency,
+                             allow_overflow=True).time
+        iteration = decode + (finishing * prefill if prefills else 0 * prefill)
+        made = Q_(1 if per_user else batch + (finishing if first_tokens else 0), "token")
+        itl = Q_(iteration.m_as("s"), "ms") if ms_for_s else iteration.to("ms")
+        return itl, (made / iteration).to("token/s"), (prefill + wait * iteration).to("ms")
+    return engine_state
+
+
+def _most05(s, tokens=lambda p, o: p + o, precision_used=True, cap=None):
+    """The most sequences that fit, as a student reads them off the memory budget (with one slip)."""
+    def most(model, device, prompt_len, output_len, precision):
+        if cap is not None:
+            return cap
+        options = dict(precision=precision) if precision_used else {}
+        return rl.memory_budget(model, device, tokens(prompt_len, output_len), **options).max_batch
+    return most
+
+
+def _frontier(s, engine=None, most=None, per_user=False):
     def frontier_curve(model, device, prompt_len, output_len, precision="fp16"):
-        options = dict(precision=precision if precision_used else "fp16", efficiency=efficiency)
-        if beyond_memory:
-            options.update(batch=np.arange(1, 513), allow_overflow=True)
-        f = rl.frontier(model, device, prompt_len, output_len, **options)
-        itl = Q_(f.itl.m_as("s"), "ms") if ms_for_s else f.itl
-        return itl, (f.per_request_throughput if per_user else f.output_throughput)
+        states = [(engine or s["engine_state"])(model, device, prompt_len, output_len, b, precision)
+                  for b in range(1, (most or _most05(s))(model, device, prompt_len, output_len, precision) + 1)]
+        itl = Q_([state[0].m_as("ms") for state in states], "ms")
+        throughput = Q_([(Q_(1, "token") / state[0] if per_user else state[1]).m_as("token/s") for state in states],
+                        "token/s")
+        return itl, throughput
     return frontier_curve
 
 
-def _bend(pick, efficiency="typical"):
+def _bend(s, pick, efficiency="typical"):
+    """bend_batch that picks from the batches (1 .. most) and whether each one's body is compute-bound."""
     def bend_batch(model, device, prompt_len, output_len, precision="fp16"):
-        f = rl.frontier(model, device, prompt_len, output_len, precision=precision, efficiency=efficiency)
-        return pick(f, np.flatnonzero(f.bound == "compute"))
+        batches = np.arange(1, _most05(s)(model, device, prompt_len, output_len, precision) + 1)
+        bound = np.array([rl.decode_step(model, device, s["mean_context"](prompt_len, output_len), int(b), precision,
+                                         efficiency=efficiency).parts["body"].bound for b in batches])
+        return pick(batches, np.flatnonzero(bound == "compute"))
     return bend_batch
 
 
-def _largest(pick, efficiency="typical", beyond_memory=False, catch=True):
-    def largest_batch(model, device, prompt_len, output_len, itl_limit, precision="fp16"):
-        options = dict(precision=precision, efficiency=efficiency)
-        if beyond_memory:
-            options.update(batch=np.arange(1, 1025), allow_overflow=True)
-        try:
-            f = rl.frontier(model, device, prompt_len, output_len, **options)
-        except rl.DoesNotFit:
-            if not catch:
-                raise
-            return 0
-        return pick(f, itl_limit)
-    return largest_batch
+def _best05(s, engine=None, most=None, meets=None, none_for_zero=False, raise_if_none_fit=False, pick="best"):
+    """05's best_batch with one slip: the steady state, the memory, the test of the targets, what comes back."""
+    meets = meets or (lambda itl, ttft, itl_limit, ttft_limit: itl <= itl_limit and ttft <= ttft_limit)
+
+    def best_batch(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16"):
+        top = (most or _most05(s))(model, device, prompt_len, output_len, precision)
+        if top == 0 and raise_if_none_fit:
+            raise rl.DoesNotFit("not one sequence fits")
+        best, first_miss = 0, None
+        for batch in range(1, top + 1):
+            itl, _, ttft = (engine or s["engine_state"])(model, device, prompt_len, output_len, batch, precision)
+            if meets(itl, ttft, itl_limit, ttft_limit):
+                best = batch
+            elif first_miss is None:
+                first_miss = batch
+        if pick == "first miss" and first_miss is not None:
+            return first_miss
+        return None if (none_for_zero and best == 0) else best
+    return best_batch
 
 
-def _cost_at_sla(s, throughput=lambda best: best.output_throughput, price_of=lambda p: p, ttft=True,
-                 precision_used=True, **options):
-    options.setdefault("efficiency", "typical")
-
+def _cost_at_sla(s, throughput=lambda state: state[1], price_of=lambda p: p, ttft=True, precision_used=True,
+                 batch_one=False):
     def cost_at_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, price, precision="fp16"):
-        best = rl.best_under_sla(model, device, prompt_len, output_len, ttft_limit if ttft else None, itl_limit,
-                                 precision if precision_used else "fp16", **options)
-        return s["cost_per_million"](price_of(price), throughput(best))
+        batch = 1 if batch_one else s["best_batch"](model, device, prompt_len, output_len,
+                                                     ttft_limit if ttft else Q_(1, "h"), itl_limit, precision)
+        state = s["engine_state"](model, device, prompt_len, output_len, batch,
+                                  precision if precision_used else "fp16")  # passed to the search only
+        return s["cost_per_million"](price_of(price), throughput(state))
     return cost_at_sla
 
 
@@ -182,8 +219,28 @@ def _joules(energy, efficiency="typical", precision_used=True):
     return joules_per_token
 
 
+def _prices(s, efficiency="typical", precision_used=True, blended=False, decode_tokens=lambda b, k: b,
+            price_of=lambda p: p, swapped=False):
+    """06's token_prices with one slip."""
+    def token_prices(model, device, prompt_len, output_len, batch, price, precision="fp16"):
+        precision = precision if precision_used else "fp16"
+        price = price_of(price)
+        prefill = rl.prefill(model, device, prompt_len, 1, precision, efficiency=efficiency,
+                             allow_overflow=True).time
+        decode = rl.decode_step(model, device, s["mean_context"](prompt_len, output_len), batch, precision,
+                                efficiency=efficiency, allow_overflow=True).time
+        into = s["cost_per_million"](price, Q_(prompt_len, "token") / prefill)
+        if blended:
+            out = s["cost_per_million"](price, s["engine_state"](model, device, prompt_len, output_len, batch,
+                                                                 precision)[1])
+        else:
+            out = s["cost_per_million"](price, Q_(decode_tokens(batch, batch / (output_len - 1)), "token") / decode)
+        return (out, into) if swapped else (into, out)
+    return token_prices
+
+
 def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_layer=2, ring=True,
-        weights_split=True):
+        weights_split=True, activation_bytes=lambda precision: 2):
     def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):
         size = s["BYTES_PER_VALUE"][precision]
         per_token = 2 * model.layers * model.kv_heads * model.head_dim * size
@@ -194,13 +251,13 @@ def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_
             Q_(batch * 4 * model.layers * model.attention_width * context_len / tp, "FLOP"),
             Q_(batch * (context_len + 1) * per_token / tp, "B"), device, precision)
         head, _ = s["roofline_time"](Q_(batch * 2 * model.d_model * model.vocab / tp, "FLOP"),
-                                     Q_(model.vocab * model.d_model * size / tp, "B"), device, precision)
+                                     Q_(model.vocab * model.d_model * 2 / tp, "B"), device, precision)
         compute = body + attention + head
         if not communication:
             return compute
         link = device.interconnect_bandwidth if link_both_ways else device.interconnect_bandwidth / 2
         share = 2 * (tp - 1) / tp if ring else 1
-        allreduce = (share * Q_(batch * model.d_model * 2, "B") / link).to("s")
+        allreduce = (share * Q_(batch * model.d_model * activation_bytes(precision), "B") / link).to("s")
         return compute + all_reduces_per_layer * model.layers * allreduce
     return tp_step_time
 
@@ -427,41 +484,62 @@ MISTAKES = {
             lambda m, d, p, o, b, precision="fp16": (Q_(b, "token") / s["step_time"](m, d, p, b, precision)).to(
                 "token/s")),
         "a bare number where a quantity is asked": lambda s: _with_step(s, lambda *a: s["step_time"](*a).m_as("s")),
+        "total for active parameters (a mixture of experts)": lambda s: _with_step(
+            s, _step05(s, active="non_embedding_params")),
+    },
+    "engine_state": {
+        "prefills left out of the step": lambda s: (_engine(s, prefills=False),),
+        "TTFT without the half step a new request waits": lambda s: (_engine(s, wait=0),),
+        "a whole iteration of waiting in the TTFT, not half": lambda s: (_engine(s, wait=1),),
+        "tokens/s per request taken for per GPU": lambda s: (_engine(s, per_user=True),),
+        "ideal for typical efficiency": lambda s: (_engine(s, efficiency="ideal"),),
+        "B tokens an iteration, not B + k (the prefills' first tokens left out)": lambda s: (
+            _engine(s, first_tokens=False),),
+        "O steps a slot, not O - 1 (off by one)": lambda s: (_engine(s, steps=lambda o: o),),
+        "the precision left at its default": lambda s: (_engine(s, precision_used=False),),
+        "the prompt length for the mean context": lambda s: (_engine(s, context=lambda p, o: p),),
+        "milliseconds for seconds": lambda s: (_engine(s, ms_for_s=True),),
     },
     "frontier_curve": {
         "ideal for typical efficiency": lambda s: (
-            _frontier(s, efficiency="ideal"),
-            _bend(lambda f, bent: int(f.batch[bent[0]]) if bent.size else None, efficiency="ideal")),
+            _frontier(s, engine=_engine(s, efficiency="ideal")),
+            _bend(s, lambda b, bent: int(b[bent[0]]) if bent.size else None, efficiency="ideal")),
         "tokens/s per request taken for per GPU": lambda s: (_frontier(s, per_user=True), s["bend_batch"]),
-        "milliseconds for seconds": lambda s: (_frontier(s, ms_for_s=True), s["bend_batch"]),
-        "the precision left at its default": lambda s: (_frontier(s, precision_used=False), s["bend_batch"]),
-        "batch beyond memory": lambda s: (_frontier(s, beyond_memory=True), s["bend_batch"]),
+        "milliseconds for seconds": lambda s: (_frontier(s, engine=_engine(s, ms_for_s=True)), s["bend_batch"]),
+        "the precision left at its default": lambda s: (_frontier(s, engine=_engine(s, precision_used=False)),
+                                                        s["bend_batch"]),
+        "the memory budget in fp16 whatever the precision": lambda s: (
+            _frontier(s, most=_most05(s, precision_used=False)), s["bend_batch"]),
+        "batch beyond memory": lambda s: (_frontier(s, most=_most05(s, cap=512)), s["bend_batch"]),
+        "memory for the prompt only, not prompt plus answer": lambda s: (
+            _frontier(s, most=_most05(s, tokens=lambda p, o: p)), s["bend_batch"]),
         "the batch's index for the batch (off by one)": lambda s: (
-            s["frontier_curve"], _bend(lambda f, bent: int(bent[0]) if bent.size else None)),
+            s["frontier_curve"], _bend(s, lambda b, bent: int(bent[0]) if bent.size else None)),
         "the last memory-bound batch for the first compute-bound one": lambda s: (
-            s["frontier_curve"], _bend(lambda f, bent: int(f.batch[bent[0] - 1]) if bent.size else None)),
+            s["frontier_curve"], _bend(s, lambda b, bent: int(b[bent[0] - 1]) if bent.size else None)),
         "0 for a frontier that never bends": lambda s: (
-            s["frontier_curve"], _bend(lambda f, bent: int(f.batch[bent[0]]) if bent.size else 0)),
+            s["frontier_curve"], _bend(s, lambda b, bent: int(b[bent[0]]) if bent.size else 0)),
         "the last batch for a frontier that never bends": lambda s: (
-            s["frontier_curve"], _bend(lambda f, bent: int(f.batch[bent[0]]) if bent.size else int(f.batch[-1]))),
+            s["frontier_curve"], _bend(s, lambda b, bent: int(b[bent[0]]) if bent.size else int(b[-1]))),
     },
-    "largest_batch": {
-        "batch beyond memory": lambda s: (_largest(lambda f, limit: int(f.batch[f.itl <= limit][-1]),
-                                                   beyond_memory=True),),
-        "ideal for typical efficiency": lambda s: (_largest(lambda f, limit: int(f.batch[f.itl <= limit][-1]),
-                                                            efficiency="ideal"),),
-        "the first batch over the target": lambda s: (
-            _largest(lambda f, limit: int(f.batch[f.itl > limit][0]) if np.any(f.itl > limit) else f.max_batch),),
-        "the target compared in the wrong unit": lambda s: (
-            _largest(lambda f, limit: int(f.batch[f.itl.m_as("s") <= limit.m_as("ms")][-1])),),
-        "an error for a model that does not fit": lambda s: (
-            _largest(lambda f, limit: int(f.batch[f.itl <= limit][-1]), catch=False),),
-        "None, not 0, for a model that does not fit": lambda s: (
-            lambda *a: (lambda n: None if n == 0 else n)(s["largest_batch"](*a)),),
-        "None, not 0, where it fits but no batch meets the target": lambda s: (
-            lambda m, d, p, o, limit, precision="fp16": (lambda n: None if n == 0 and rl.max_concurrency(
-                m, d, p, o, precision) > 0 else n)(s["largest_batch"](m, d, p, o, limit, precision)),),
+    "best_batch": {
+        "batch beyond memory": lambda s: (_best05(s, most=_most05(s, cap=400)),),
+        "memory for the prompt only, not prompt plus answer": lambda s: (
+            _best05(s, most=_most05(s, tokens=lambda p, o: p)),),
+        "ideal for typical efficiency": lambda s: (_best05(s, engine=_engine(s, efficiency="ideal")),),
+        "the first batch over the target": lambda s: (_best05(s, pick="first miss"),),
+        "the TTFT target left out": lambda s: (_best05(s, meets=lambda itl, ttft, i, t: itl <= i),),
+        "the ITL target left out": lambda s: (_best05(s, meets=lambda itl, ttft, i, t: ttft <= t),),
+        "the targets compared in the wrong unit": lambda s: (
+            _best05(s, meets=lambda itl, ttft, i, t: itl.m_as("s") <= i.m_as("ms") and ttft.m_as("s") <= t.m_as("ms")),),
+        "an error for a model that does not fit": lambda s: (_best05(s, raise_if_none_fit=True),),
+        "None, not 0, where no batch fits or meets the targets": lambda s: (_best05(s, none_for_zero=True),),
+        "None, not 0, where it fits but no batch meets the targets": lambda s: (
+            lambda m, d, p, o, t, i, precision="fp16": (lambda n: None if n == 0 and rl.memory_budget(
+                m, d, p + o, precision=precision).max_batch > 0 else n)(s["best_batch"](m, d, p, o, t, i, precision)),),
     },
+
+    # 06_cost
     "cost_per_million": {
         "price per hour used as per second": lambda s: (
             lambda price, tps: (Q_(price.m_as("USD/h"), "USD/s") / tps).to("USD/Mtok"),),
@@ -472,17 +550,26 @@ MISTAKES = {
         "a bare number where a quantity is asked": lambda s: (
             lambda price, tps: (price / tps).m_as("USD/Mtok"),),
     },
+    "token_prices": {
+        "the blended price for the generated tokens'": lambda s: (_prices(s, blended=True),),
+        "price per hour used as per second": lambda s: (_prices(s, price_of=lambda p: Q_(p.m_as("USD/h"), "USD/s")),),
+        "B + k tokens for the decode step's B": lambda s: (_prices(s, decode_tokens=lambda b, k: b + k),),
+        "tokens/s per request taken for per GPU": lambda s: (_prices(s, decode_tokens=lambda b, k: 1),),
+        "the two prices swapped": lambda s: (_prices(s, swapped=True),),
+        "ideal for typical efficiency": lambda s: (_prices(s, efficiency="ideal"),),
+        "the precision left at its default": lambda s: (_prices(s, precision_used=False),),
+    },
     "cost_at_sla": {
         "tokens/s per request taken for per GPU": lambda s: (
-            _cost_at_sla(s, throughput=lambda best: best.per_request_throughput),),
+            _cost_at_sla(s, throughput=lambda state: Q_(1, "token") / state[0]),),
         "price per hour used as per second": lambda s: (
             _cost_at_sla(s, price_of=lambda p: Q_(p.m_as("USD/h"), "USD/s")),),
-        "ideal for typical efficiency": lambda s: (_cost_at_sla(s, efficiency="ideal"),),
+        "ideal for typical efficiency": lambda s: (
+            lambda m, d, p, o, t, i, price, precision="fp16": s["cost_per_million"](price, rl.best_under_sla(
+                m, d, p, o, t, i, precision, efficiency="ideal").output_throughput),),
         "the TTFT target left out": lambda s: (_cost_at_sla(s, ttft=False),),
         "the precision left at its default": lambda s: (_cost_at_sla(s, precision_used=False),),
-        "batch 1, not the best batch": lambda s: (
-            lambda m, d, p, o, t, i, price, precision="fp16": s["cost_per_million"](
-                price, rl.steady_state(m, d, p, o, 1, precision, efficiency="typical").output_throughput),),
+        "batch 1, not the best batch": lambda s: (_cost_at_sla(s, batch_one=True),),
     },
     "joules_per_token": {
         "tokens/s per request taken for per GPU": lambda s: (
@@ -504,6 +591,8 @@ MISTAKES = {
         "one all-reduce per layer, not two": lambda s: (_tp(s, all_reduces_per_layer=1),),
         "the ring's 2 (N - 1) / N left out": lambda s: (_tp(s, ring=False),),
         "the weights not split over the GPUs": lambda s: (_tp(s, weights_split=False),),
+        "activations at the weights' bytes per value (they cross the link in 16-bit)": lambda s: (
+            _tp(s, activation_bytes=lambda precision: PER_VALUE[precision]),),
     },
     "per_gpu_throughputs": {
         "the pair's tokens/s for one GPU's": lambda s: (_per_gpu(value=lambda best: best.group_throughput),),

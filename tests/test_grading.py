@@ -1,4 +1,4 @@
-"""The grading pipeline end to end on the simulated class (six assignments, sixteen students).
+"""The grading pipeline end to end on the simulated class (eight assignments, sixteen students).
 
 Expected scores are derived from which test cells each student's fault breaks.
 
@@ -17,9 +17,13 @@ w8a8_prefill_speedup [1+2]; extra_sequences [1+4]; cheapest_config [1+4].
 moe_decode (experts read, body bytes, compute-bound batch) [1+4]; attention share [1+3]; prefill against answer
 [1+4]; balanced_output_len [1+3]; spec_to_buy [1+2].
 
-05_under_load (30 autograded, 8 of them in visible tests; its predictions are recorded, not graded):
-step_time and tokens_per_second [1+3]; frontier and bend [1+3]; largest_batch [1+3]; cost_per_million [1+2];
-cost_at_sla [1+3]; joules_per_token [1+2]; tp_step_time [1+3]; per_gpu_throughputs [1+3].
+05_under_load (30 autograded, 7 of them in visible tests, no written answer; its predictions are recorded, not
+graded): step_time and tokens_per_second [1+3]; engine_state [2+7]; frontier_curve and bend_batch [2+6];
+best_batch [2+7].  frontier_curve and best_batch call engine_state: a slip there is charged once (the cascade).
+06_cost (30 autograded, 9 visible; the written answer 10): cost_per_million [1+2]; token_prices [2+4];
+cost_at_sla [1+4]; joules_per_token [1+3]; tp_step_time [2+4]; per_gpu_throughputs [2+4].  token_prices and
+cost_at_sla call cost_per_million (charged once); the course's engine_state and best_batch come from
+rooflab.earlier.
 
 06_tail (30 autograded, 6 of them in visible tests; predictions and the explorer's question are not graded):
 mean_wait [1+4]; stall [1+4]; sequences_in_pool [1+4]; prefix_tokens_saved [1+4]; tokens_per_step and
@@ -41,7 +45,7 @@ from tests.conftest import BARE
 pytestmark = pytest.mark.slow
 
 A, B, C, D, E, F = "01_two_phases", "02_kv_cache", "03_quantization", "04_crossover", "05_under_load", "06_tail"
-G = "07_measure"
+G, H = "07_measure", "06_cost"
 # 01_two_phases: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_A = {
     # (student, assignment): (score, status, manual points pending)
@@ -182,32 +186,58 @@ EXPECTED_D = {
 }
 # 05_under_load: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_E = {
-    # 05: 30 autograded points, the written deployment (10) waits for the instructor.  The two points the graded
-    # prediction had went to per_gpu_throughputs, now an exercise of its own [1+3] beside tp_step_time [1+3].
-    ("ada", E): (30, "graded", 10), ("blaise", E): (0, "graded", 0),
-    # the first half of the 8 answer cells: step_time, frontier, largest_batch, cost_per_million: 4 + 4 + 4 + 3
-    ("cora", E): (15, "graded", 0),
-    # ms for s in step_time: its step is 1000 times too long and tokens_per_second 1000 times too small [4]; no
-    # other test calls it (tp_step_time is derived on its own): 30 - 4
-    ("dmitri", E): (26, "graded", 10),
-    # GB for GiB in tp_step_time's weight bytes: each GPU's body read shrinks by 10^9 / 2^30, so the TP step
-    # comes out short, outside the 1 % tolerance (7 % at batch 1, where the body is all): tp_step_time's tests
-    # [1 + 3]; per_gpu_throughputs uses the library, not tp_step_time: 30 - 4
-    ("edsger", E): (26, "graded", 10),
-    # forgot K and V in step_time: the cache read halves, 5.38 of the 9.86 ms at batch 64 and 2,149 tokens [4]
-    ("frances", E): (26, "graded", 10),
-    # cost_per_million divides by zero: its tests [3] and cost_at_sla's, which calls it [4]: 30 - 7
-    ("grace", E): (23, "graded", 10),
-    ("hedy", E): (27, "graded", 10),  # the loop stops joules_per_token being defined [3]
-    ("ivan", E): (30, "graded", 10), ("joan", E): (30, "graded", 10), ("linus", E): (30, "graded", 10),
-    ("niklaus", E): (30, "graded", 10),
+    # 05: 30 autograded points and no written answer, so nothing waits for the instructor.
+    ("ada", E): (30, "graded", 0), ("blaise", E): (0, "graded", 0),
+    # the first half of the 4 answer cells: step_time [1+3] and engine_state [2+7]
+    ("cora", E): (13, "graded", 0),
+    # ms for s in step_time: its step 1000 times too long, tokens_per_second 1000 times too small [1+3]; no other
+    # answer calls it (engine_state prices the step with the library's costs): 30 - 4
+    ("dmitri", E): (26, "graded", 0),
+    # GB for GiB in step_time's body bytes: the weight read, half of the 9.86 ms step at batch 64, shrinks by
+    # 10^9 / 2^30, 3.4% off the step, outside the 2% tolerance [1+3]: 30 - 4
+    ("edsger", E): (26, "graded", 0),
+    # forgot K and V in step_time: the cache read halves, 5.38 of the 9.86 ms at batch 64 and 2,149 tokens [1+3]
+    ("frances", E): (26, "graded", 0),
+    # engine_state divides by zero [2+7]; frontier_curve and best_batch call it and pass with the course's
+    # engine_state (a slip charged once): 30 - 9
+    ("grace", E): (21, "graded", 0),
+    ("hedy", E): (21, "graded", 0),  # the loop stops best_batch being defined [2+7]
+    ("ivan", E): (30, "graded", 0), ("joan", E): (30, "graded", 0), ("linus", E): (30, "graded", 0),
+    ("niklaus", E): (30, "graded", 0),
     ("katherine", E): (0, "ungradable", 0),
-    ("olga", E): (26, "graded", 10),  # os._exit in largest_batch's cell [4]
+    ("olga", E): (22, "graded", 0),  # os._exit in frontier_curve's cell [2+6]
     ("mallory", E): (0, "graded", 0),
-    # The eight visible tests, 1 point each, would be 8; graded after the physics v3 merge she gets 7 (her eight
-    # hard-coded values pass the checker in-process): one visible test fails only at grading, not yet explained
-    # (closing note of the session that merged it). Pinned at 7 so that a further change shows.
-    ("margaret", E): (7, "graded", 10),
+    # hard-coded visible answers in step_time [1], engine_state [2] and best_batch [2]; her frontier_curve, her
+    # own, calls her engine_state, which fails its hidden test, and passes with the course's [2+6]: 5 + 8
+    # (graded once in the sandbox for 05 and 06_cost alone: every row of EXPECTED_E and EXPECTED_H as written)
+    ("margaret", E): (13, "graded", 0),
+}
+# 06_cost: (student, assignment): (score, status, manual points pending), with the arithmetic.
+EXPECTED_H = {
+    # 30 autograded points, the written deployment (10) waits for the instructor
+    ("ada", H): (30, "graded", 10), ("blaise", H): (0, "graded", 0),
+    # the first half of the 6 answer cells: cost_per_million [1+2], token_prices [2+4], cost_at_sla [1+4]
+    ("cora", H): (14, "graded", 0),
+    # ms for s in tp_step_time [2+4]; per_gpu_throughputs uses the library's search, not tp_step_time: 30 - 6
+    ("dmitri", H): (24, "graded", 10),
+    # GB for GiB in tp_step_time's weight bytes: 7% short at batch 1, where the body is nearly all, outside the 1%
+    # tolerance [2+4]: 30 - 6
+    ("edsger", H): (24, "graded", 10),
+    # forgot K and V in tp_step_time: the caches are most of the step of 256 sequences at 2,000 tokens [2+4]
+    ("frances", H): (24, "graded", 10),
+    # cost_per_million divides by zero [1+2]; token_prices and cost_at_sla call it and pass with the course's
+    # cost_per_million (a slip charged once): 30 - 3
+    ("grace", H): (27, "graded", 10),
+    ("hedy", H): (26, "graded", 10),  # the loop stops joules_per_token being defined [1+3]
+    ("ivan", H): (30, "graded", 10), ("joan", H): (30, "graded", 10), ("linus", H): (30, "graded", 10),
+    ("niklaus", H): (30, "graded", 10),
+    ("katherine", H): (0, "ungradable", 0),
+    ("olga", H): (25, "graded", 10),  # os._exit in cost_at_sla's cell [1+4]
+    ("mallory", H): (0, "graded", 0),
+    # hard-coded visible answers in cost_per_million [1], cost_at_sla [1] and tp_step_time [2]; token_prices calls
+    # her cost_per_million, which fails its hidden test, and passes with the course's [2+4]; joules_per_token
+    # [1+3] and per_gpu_throughputs [2+4] are her own: 4 + 6 + 4 + 6
+    ("margaret", H): (20, "graded", 10),
 }
 # 06_tail: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_F = {
@@ -259,13 +289,15 @@ EXPECTED_G = {
     # own-utilisation tests fail [0]: 4 + 6
     ("margaret", G): (10, "graded", 5),
 }
-EXPECTED = {**EXPECTED_A, **EXPECTED_B, **EXPECTED_C, **EXPECTED_D, **EXPECTED_E, **EXPECTED_F, **EXPECTED_G}
+EXPECTED = {**EXPECTED_A, **EXPECTED_B, **EXPECTED_C, **EXPECTED_D, **EXPECTED_E, **EXPECTED_H, **EXPECTED_F,
+            **EXPECTED_G}
 MAXIMA = {
     A: 40,
     B: 30,
     C: 25,
     D: 30,
     E: 30,
+    H: 30,
     F: 30,
     G: 25,
 }
@@ -274,7 +306,8 @@ GRADED_CELLS = {  # graded cells of each assignment (test cells and written answ
     B: 16,
     C: 12,
     D: 14,
-    E: 16,
+    E: 8,  # no written answer: 4 visible and 4 hidden test cells
+    H: 12,  # 12 test cells and the written answer, one fewer as for the others
     F: 12,  # one fewer than the release's 13 cells with points, as for 01-05 (19 -> 18, 17 -> 16)
     G: 12,
 }
@@ -295,16 +328,16 @@ def test_every_student_gets_the_grade_the_design_implies(graded):
 @pytest.mark.exhaustive
 def test_reference_full_marks_and_blank_zero_on_every_cell(graded):
     _, rows = graded
-    for assignment in (A, B, C, D, E, F, G):
+    for assignment in (A, B, C, D, E, H, F, G):
         assert all(score == top for score, top in rows["ada", assignment].cells.values())
         assert all(score == 0 for score, _ in rows["blaise", assignment].cells.values())
-    assert {a: len(rows["blaise", a].cells) for a in (A, B, C, D, E, F, G)} == GRADED_CELLS
+    assert {a: len(rows["blaise", a].cells) for a in (A, B, C, D, E, H, F, G)} == GRADED_CELLS
 
 
 @pytest.mark.exhaustive
 def test_reasons_are_recorded(graded):
     _, rows = graded
-    for assignment in (A, B, C, D, E, F, G):
+    for assignment in (A, B, C, D, E, H, F, G):
         assert "not valid JSON" in rows["katherine", assignment].reason
         assert any("did not finish" in f or "stopped its kernel" in f for f in rows["olga", assignment].flags)
         assert any("input_transformers_post" in f for f in rows["mallory", assignment].flags)

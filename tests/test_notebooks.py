@@ -16,7 +16,8 @@ POINTS = {  # (autograded, written) points of each assignment
     "02_kv_cache": (30, 10),
     "03_quantization": (25, 5),
     "04_crossover": (30, 10),
-    "05_under_load": (30, 10),
+    "05_under_load": (30, 0),
+    "06_cost": (30, 10),
     "06_tail": (30, 10),
     "07_measure": (25, 5),
 }
@@ -59,7 +60,9 @@ def test_every_function_exercise_has_visible_and_hidden_tests(assignment):
     tests = [nbgrader(c)["grade_id"] for c in cells(SOURCE, assignment) if nbgrader(c).get("grade") and c["cell_type"] == "code"]
     visible = {t[: -len("_visible")] for t in tests if t.endswith("_visible")}
     hidden = {t[: -len("_hidden")] for t in tests if t.endswith("_hidden")}
-    assert visible == hidden and len(visible) >= 6
+    # 05 asks for four larger exercises, each a model built on the one before (the steady state, its frontier, the
+    # search under the SLA), within the same 60-90 minutes as six smaller ones elsewhere.
+    assert visible == hidden and len(visible) >= (4 if assignment == "05_under_load" else 6)
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -103,14 +106,30 @@ def test_two_phases_quotes_the_library():
 
 
 def test_under_load_quotes_the_library():
-    """05's figures come from the library, and the model answer of the written question matches them."""
+    """05's figures, printed from the student's derivations, are the library's steady state, bend and SLA search."""
     solved = cells(SOLUTIONS, "05_under_load")
+    shown = "".join(text_of(cell) for cell in solved)
+    llama, h100 = rl.model("Llama-3-8B"), rl.hardware("H100")
+    best = rl.best_under_sla(llama, h100, 2000, 300, rl.Q_(500, "ms"), rl.Q_(50, "ms"), efficiency="typical")
+    assert f"ITL <=  50 ms: batch {best.batch:3}" in shown
+    assert f"bends at batch {rl.decode_compute_bound_batch(llama, h100, 2149, efficiency='typical')}" in shown
+    s = rl.steady_state(llama, h100, 2000, 300, 64, efficiency="typical")
+    assert f"batch  64: ITL {s.itl.m_as('ms'):5.1f} ms, {s.output_throughput.m_as('token/s'):6,.0f} tokens/s" in shown
+    assert "image/png" in json.dumps(solved)  # the frontier figure
+
+
+def test_cost_quotes_the_library():
+    """06_cost's figures come from the library, and the model answer of the written question matches them."""
+    solved = cells(SOLUTIONS, "06_cost")
     shown = "".join(text_of(cell) for cell in solved)
     llama, h100 = rl.model("Llama-3-8B"), rl.hardware("H100")
     sla = dict(ttft_limit=rl.Q_(500, "ms"), itl_limit=rl.Q_(50, "ms"))
     best = rl.best_under_sla(llama, h100, 2000, 300, **sla, efficiency="typical")
     assert f"best batch {best.batch}" in shown and f"{best.cost_per_million(rl.example_price(h100)):.2f~P}" in shown
-    assert f"bends at batch {rl.decode_compute_bound_batch(llama, h100, 2149, efficiency='typical')}" in shown
+    s = rl.steady_state(llama, h100, 2000, 300, 64, efficiency="typical")
+    price = rl.example_price(h100)
+    assert f"{s.cost_per_million_input(price):.3f~P} for prompt tokens" in shown
+    assert f"{s.cost_per_million_output(price):.3f~P} for generated ones" in shown
     brief = rl.best_under_sla("Llama-3-70B", h100, 1500, 250, rl.Q_(1, "s"), rl.Q_(50, "ms"), "fp8", tp=2,
                               efficiency="typical")
     pairs = math.ceil(20 / (brief.request_rate.m_as("1/s") * 2))
@@ -119,7 +138,6 @@ def test_under_load_quotes_the_library():
     answer = text(next(c for c in solved if c["id"] == "written_deployment"))
     assert (pairs, brief.batch) == (4, 64) and f"{round(monthly, -2):,.0f}" in answer  # "about $23,100"
     assert f"{brief.cost_per_million(rl.example_price(h100)).m_as('USD/Mtok'):.2f}" in answer  # "$1.70"
-    assert "image/png" in json.dumps(solved)  # the frontier figure
 
 
 def text_of(cell):

@@ -22,13 +22,17 @@ from __future__ import annotations
 from .units import Q_
 
 __all__ = ["BYTES_PER_VALUE", "decode_flops", "prefill_flops", "weight_bytes", "kv_bytes_per_token",
-           "decode_bytes", "roofline_time", "ttft_and_itl", "decode_step_time"]
+           "decode_bytes", "roofline_time", "ttft_and_itl", "decode_step_time", "mean_context", "step_time",
+           "tokens_per_second", "engine_state", "frontier_curve", "bend_batch", "best_batch", "cost_per_million"]
 
 # The assignment whose exercise each function answers.
 WRITTEN_IN = {
     "decode_flops": "01_two_phases", "prefill_flops": "01_two_phases", "weight_bytes": "01_two_phases",
     "decode_bytes": "01_two_phases", "roofline_time": "01_two_phases", "ttft_and_itl": "01_two_phases",
     "kv_bytes_per_token": "02_kv_cache", "decode_step_time": "02_kv_cache",
+    "step_time": "05_under_load", "tokens_per_second": "05_under_load", "engine_state": "05_under_load",
+    "frontier_curve": "05_under_load", "bend_batch": "05_under_load", "best_batch": "05_under_load",
+    "cost_per_million": "06_cost",
 }
 
 # Bytes per stored value of each 16- and 8-bit format (assignment 1).
@@ -87,3 +91,81 @@ def decode_step_time(model, device, context_len, batch=1, precision="fp16"):
     nbytes = weight_bytes(model, precision) + batch * context_len * kv_bytes_per_token(model, precision)
     time, _ = roofline_time(flops, nbytes, device, precision)
     return time
+
+
+def mean_context(prompt_len, output_len):
+    """Mean context of a decoding sequence, tokens (given in assignment 5): P + (O - 2) / 2."""
+    return prompt_len + (output_len - 2) / 2
+
+
+def step_time(model, device, context_len, batch, precision="fp16"):
+    """Roofline time in s of one decode step of ``batch`` sequences: body, attention and head each timed with
+    roofline_time, then added (assignment 5's Exercise 1)."""
+    value = BYTES_PER_VALUE[precision]
+    kv = kv_bytes_per_token(model, precision).m_as("B")
+    body, _ = roofline_time(Q_(batch * 2 * model.active_non_embedding_params, "FLOP"),
+                            Q_((model.non_embedding_params + batch * model.d_model) * value, "B"), device, precision)
+    attention, _ = roofline_time(Q_(batch * 4 * model.layers * model.attention_width * context_len, "FLOP"),
+                                 Q_(batch * (context_len + 1) * kv, "B"), device, precision)
+    head, _ = roofline_time(Q_(batch * 2 * model.d_model * model.vocab, "FLOP"),
+                            Q_(model.vocab * model.d_model * value, "B"), device, precision)
+    return body + attention + head
+
+
+def tokens_per_second(model, device, prompt_len, output_len, batch, precision="fp16"):
+    """Output tokens/s per GPU of ``batch`` sequences decoding at the mean context, prefills left out."""
+    step = step_time(model, device, mean_context(prompt_len, output_len), batch, precision)
+    return (Q_(batch, "token") / step).to("token/s")
+
+
+def engine_state(model, device, prompt_len, output_len, batch, precision="fp16"):
+    """(ITL, output tokens/s per GPU, TTFT) of continuous batching in steady state at ``batch``, typical
+    efficiency, at most one prompt a step (assignment 5's Exercise 2)."""
+    from .serving import decode_step, prefill
+
+    share = batch / (output_len - 1)
+    decode = decode_step(model, device, mean_context(prompt_len, output_len), batch, precision,
+                         efficiency="typical", allow_overflow=True).time
+    one = prefill(model, device, prompt_len, 1, precision, efficiency="typical", allow_overflow=True).time
+    iteration = decode + share * one
+    return iteration.to("ms"), (Q_(batch + share, "token") / iteration).to("token/s"), (one + iteration / 2).to("ms")
+
+
+def _most(model, device, prompt_len, output_len, precision):
+    from .serving import memory_budget
+
+    return memory_budget(model, device, prompt_len + output_len, precision=precision).max_batch
+
+
+def frontier_curve(model, device, prompt_len, output_len, precision="fp16"):
+    """(ITL, output tokens/s per GPU) as arrays at every batch from 1 to the most that fit, typical efficiency."""
+    states = [engine_state(model, device, prompt_len, output_len, batch, precision)
+              for batch in range(1, _most(model, device, prompt_len, output_len, precision) + 1)]
+    return (Q_([s[0].m_as("ms") for s in states], "ms"), Q_([s[1].m_as("token/s") for s in states], "token/s"))
+
+
+def bend_batch(model, device, prompt_len, output_len, precision="fp16"):
+    """The first batch that fits whose decode step's weight matmuls are compute-bound (typical), or None."""
+    from .serving import decode_step
+
+    for batch in range(1, _most(model, device, prompt_len, output_len, precision) + 1):
+        step = decode_step(model, device, mean_context(prompt_len, output_len), batch, precision,
+                           efficiency="typical")
+        if step.parts["body"].bound == "compute":
+            return batch
+    return None
+
+
+def best_batch(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16"):
+    """The batch that fits and meets both targets with the most tokens/s per GPU (typical), 0 if none."""
+    best, most = 0, 0.0
+    for batch in range(1, _most(model, device, prompt_len, output_len, precision) + 1):
+        itl, tokens, ttft = engine_state(model, device, prompt_len, output_len, batch, precision)
+        if itl <= itl_limit and ttft <= ttft_limit and tokens.m_as("token/s") > most:
+            best, most = batch, tokens.m_as("token/s")
+    return best
+
+
+def cost_per_million(price, tokens_per_second):
+    """Dollars per million output tokens, USD/Mtok, of a GPU rented at ``price`` making ``tokens_per_second``."""
+    return (price / tokens_per_second).to("USD/Mtok")

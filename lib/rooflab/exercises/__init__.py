@@ -12,7 +12,8 @@ cases are not here: they sit in the instructor's hidden test cells
 Predictions and questions that are revealed, not graded, are :class:`Question` s.
 
 One module per assignment registers its exercises: :mod:`.two_phases`,
-:mod:`.kv_cache`, :mod:`.quantization`, :mod:`.crossover`, :mod:`.under_load`, :mod:`.tail`, :mod:`.measure`.
+:mod:`.kv_cache`, :mod:`.quantization`, :mod:`.crossover`, :mod:`.under_load`, :mod:`.cost`, :mod:`.tail`,
+:mod:`.measure`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ ASSIGNMENTS = {
     "03_quantization": "quantization",
     "04_crossover": "crossover",
     "05_under_load": "under_load",
+    "06_cost": "cost",
     "06_tail": "tail",
     "07_measure": "measure",
 }
@@ -61,11 +63,17 @@ DERIVED = {
         "crossover.balanced_output_len", "crossover.decode_compute_bound_batch",
         "crossover.prefill_compute_bound_len", "crossover.ttft_exceeds_decode_len",
     ),
+    # 05 derives the steady state, the frontier and the SLA search from 01's step and prefill costs and 02's memory
+    # budget, which stay on (its exercises switch off this list only).
     "05_under_load": (
-        "fleet.steady_state", "fleet.frontier", "fleet.best_under_sla", "fleet.tensor_parallel_step",
-        "fleet.cost_per_million_tokens", "fleet.energy_per_token", "fleet._pass_si", "fleet._steady_si",
-        "fleet.SteadyState.cost_per_million", "fleet.SteadyState.energy_per_token", "calibration.predict",
-        "calibration.ideal_ratio",
+        "fleet.steady_state", "fleet.frontier", "fleet.best_under_sla", "fleet.max_concurrency", "fleet._pass_si",
+        "fleet._steady_si", "fleet._max_batch", "calibration.predict", "calibration.ideal_ratio",
+    ),
+    # 06_cost prices what 05 modelled: 05's steady state and SLA search stay on.
+    "06_cost": (
+        "fleet.cost_per_million_tokens", "fleet.energy_per_token", "fleet.tensor_parallel_step",
+        "fleet.SteadyState.cost_per_million", "fleet.SteadyState.cost_per_million_input",
+        "fleet.SteadyState.cost_per_million_output", "fleet.SteadyState.energy_per_token",
     ),
     # 06 asks for formulas the library has no function for (M/D/1, blocks, prefix, speculation); its simulations
     # run on rooflab.simulate, a tool the notebook hands out, not an answer.
@@ -135,15 +143,18 @@ class Exercise:
 
     def banned(self) -> tuple:
         """The library functions switched off while the student's code runs (empty: none)."""
+        if not self.derive:
+            return ()
+        from .. import earlier
+
+        # The course's versions of this assignment's exercises and later ones; earlier ones are to build on.
+        own = tuple(getattr(earlier, name) for name in earlier.WRITTEN_IN if name not in self.built_on())
         if self.derive is True:
-            from .. import earlier
             from ..check import library_answers
 
-            # The course's versions of this assignment's exercises and later ones; earlier ones are to build on.
-            own = [getattr(earlier, name) for name in earlier.WRITTEN_IN if name not in self.built_on()]
-            return tuple(library_answers()) + tuple(own)
+            return tuple(library_answers()) + own
         # "crossover.balanced_output_len", "fleet.SteadyState.energy_per_token": each on the one list (DERIVED).
-        return tuple(found for found in map(resolve, self.derive or ()) if found is not None)
+        return tuple(found for found in map(resolve, self.derive) if found is not None) + own
 
 
 @dataclass(frozen=True)

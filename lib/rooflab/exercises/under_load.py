@@ -1,4 +1,9 @@
-"""Assignment 5, what does a million tokens cost?: its exercises, predictions and the explorer's question.
+"""Assignment 5, a GPU under load: its exercises, predictions and the explorer's question.
+
+The student models continuous batching: a step from the roofline (Exercise 1), then the steady state from
+the step and prefill costs of assignment 1 (Exercise 2), the frontier (3) and the best batch under the SLA and
+the memory (4).  The library's own steady state, frontier and SLA search are switched off while the student's
+code runs (``DERIVED["05_under_load"]``) and give the expected values.
 
 Each visible case is chosen for the mistakes it catches (noted beside it);
 ``tests/test_exercises.py`` feeds every listed mistake to prove it fails.
@@ -7,18 +12,21 @@ Hidden cases live in the instructor's test cells, never here.
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from ..check import _fail, derive_yourself, number, quantity
-from . import exercise, question
+from . import DERIVED, exercise, question
 
 A = "05_under_load"
-STEP = 0.02  # the old tests' tolerance for a step priced by the student's own roofline (2%)
-SWEEP = 0.005  # the library's own frontier, read back: only rounding may differ
-SLA = 0.01  # a tensor-parallel step and the throughputs at the SLA
+STEP = 0.02  # a step priced by the student's own roofline against the library's careful count (2%)
+SAME = 0.001  # the steady state built from the library's own step and prefill costs: only rounding may differ
 GIB = 2**30 / 1e9  # a byte count in GiB read as GB: a memory-bound time off by this factor
 PER_GPU = "tokens/s per request taken for per GPU"  # the course's mistake: one user's stream for the GPU's
-HOUR = "price per hour used as per second"
+PREFILLS = "prefills left out of the step"
+HALF_STEP = "TTFT without the half step a new request waits"
+
 
 
 def _mean_context(prompt_len, output_len):
@@ -77,6 +85,29 @@ def _within_memory(answer, cap: int, call: str) -> None:
 
 # -- Exercise 1: a step of the batch, and the GPU's tokens per second ---------------------------------------
 
+TOTAL = "total for active parameters (a mixture of experts)"
+
+
+def _total_for_active(answer, ref, name, device, context, batch, precision, call: str) -> None:
+    """Fail, naming the mistake, when a mixture of experts' step is the course's formula with every expert's
+    parameters in the body's FLOPs (each token runs only its k experts)."""
+    __tracebackhide__ = True
+    model, hardware = ref.model(name), ref.hardware(device)
+    active, every = model.active_non_embedding_params, model.non_embedding_params
+    if active == every or not (hasattr(answer, "check") and answer.check("[time]") and np.ndim(answer.magnitude) == 0):
+        return
+    earlier = importlib.import_module(f"{ref.__name__}.earlier")
+    right = earlier.step_time(model, hardware, context, batch, precision).m_as("s")
+    weights = ref.Q_((every + batch * model.d_model) * earlier.BYTES_PER_VALUE[precision], "B")
+    body = [earlier.roofline_time(ref.Q_(batch * 2 * n, "FLOP"), weights, hardware, precision)[0].m_as("s")
+            for n in (active, every)]
+    wrong = right - body[0] + body[1]
+    if abs(wrong / right - 1) > 0.05 and abs(answer.m_as("s") / wrong - 1) < 0.01:
+        _fail(f"{call} = {answer.to('ms'):.4g~P}, as if every token ran all of {name}'s experts: the body's FLOPs "
+              f"count the active parameters (model.active_non_embedding_params, {active / 1e9:.1f} B), its bytes "
+              f"every expert's ({every / 1e9:.1f} B).", TOTAL)
+
+
 @exercise("step_time", A, derive=True, visible=[
     # (model, device, prompt_len, output_len, batch, precision)
     # The running example at batch 64: the 64 caches are half the step.  Catches K and V forgotten, query heads
@@ -89,6 +120,10 @@ def _within_memory(answer, cap: int, call: str) -> None:
     # Mistral-7B at batch 512 on the L40S, short requests: the weight matmuls are compute-bound, so a missing
     # 2 FLOPs per multiply-add or FLOPs counted for one sequence show; the head is read once, not per sequence.
     ("Mistral-7B", "L40S", 100, 100, 512, "bf16"),
+    # A mixture of experts at FP8, batch 512 on the H100: each token runs 2 of Mixtral's 8 experts, so the body's
+    # FLOPs use the active parameters (12.9 B), while every expert's weights are read.  Total parameters for the
+    # FLOPs turn the body compute-bound and the step 1.5x too slow; the 1-byte values of FP8 show too.
+    ("Mixtral-8x7B", "H100", 1000, 300, 512, "fp8"),
 ])
 def _step_time(answers, case, ref, rl):
     __tracebackhide__ = True
@@ -97,8 +132,10 @@ def _step_time(answers, case, ref, rl):
     context = _mean_context(prompt_len, output_len)
     step = ref.decode_step(name, device, context, batch, precision, allow_overflow=True)
     expected = step.time
-    quantity(step_time(rl.model(name), rl.hardware(device), context, batch, precision), expected,
-             f"step_time({name}, {device}, {context:g}, {batch}, {precision!r})", rel=STEP, mistakes=_gib(step))
+    call = f"step_time({name}, {device}, {context:g}, {batch}, {precision!r})"
+    answer = step_time(rl.model(name), rl.hardware(device), context, batch, precision)
+    _total_for_active(answer, ref, name, device, context, batch, precision, call)
+    quantity(answer, expected, call, rel=STEP, mistakes=_gib(step))
     quantity(tokens_per_second(rl.model(name), rl.hardware(device), prompt_len, output_len, batch, precision),
              ref.Q_(batch, "token") / expected,
              f"tokens_per_second({name}, {device}, {prompt_len}, {output_len}, {batch}, {precision!r})", rel=STEP,
@@ -113,7 +150,7 @@ CHANGES = {"shorter": ("faster", "less", "lower", "smaller"),
            "longer": ("slower", "more", "higher", "larger")}
 
 
-@question("throughput_gain", A, "less than 64x", GAINS, revisited_in="The cell after Exercise 1")
+@question("throughput_gain", A, "less than 64x", GAINS, revisited_in="The cell after Exercise 2")
 def _throughput_gain(ref):
     one = ref.decode_step("Llama-3-8B", "H100", 2149, 1)
     many = ref.decode_step("Llama-3-8B", "H100", 2149, 64)
@@ -128,7 +165,7 @@ def _throughput_gain(ref):
             f"{(steady[1].output_throughput / steady[0].output_throughput).m_as(''):.1f}x (ideal efficiency).")
 
 
-@question("itl_change", A, "longer", CHANGES, revisited_in="The cell after Exercise 1")
+@question("itl_change", A, "longer", CHANGES, revisited_in="The cell after Exercise 2")
 def _itl_change(ref):
     one, many = (ref.steady_state("Llama-3-8B", "H100", 2000, 300, b, efficiency="ideal") for b in (1, 64))
     return (f"Each user gets one token per step, so the ITL is the step: {one.itl.m_as('ms'):.2f} ms at batch 1, "
@@ -138,24 +175,91 @@ def _itl_change(ref):
             f"{many.per_request_throughput.m_as('token/s'):.0f} at batch 64.")
 
 
-# -- Exercise 2: the frontier and its bend -----------------------------------------------------------------
 
-@exercise("frontier_curve", A, visible=[
-    # (model, device, prompt_len, output_len, precision)
+# -- Exercise 2: the steady state, from the step and the prefill ------------------------------------------
+
+def _triple(got, call: str):
+    """The three values engine_state returns, or a failure that says what came back."""
+    __tracebackhide__ = True
+    if not (isinstance(got, (tuple, list)) and len(got) == 3):
+        _fail(f"{call} should return a tuple of three values (ITL, tokens/s per GPU, TTFT), got "
+              f"{type(got).__name__} {got!r:.120}.")
+    return got
+
+
+@exercise("engine_state", A, derive=DERIVED[A], visible=[
+    # (model, device, prompt_len, output_len, batch, precision)
+    # The running example at batch 64: the prefills are a large share of the iteration, so leaving them out of the
+    # ITL, ideal for typical efficiency, the TTFT without its half iteration of waiting, and one user's tokens/s
+    # for the GPU's show.
+    ("Llama-3-8B", "H100", 2000, 300, 64, "fp16"),
+    # Short answers at FP8 on the L40S, batch 40: k = 40/49 = 0.82 prompts a step, so the tokens the prefills make
+    # (B + k, not B) move the throughput by 2%, and O for O - 1 moves k by 2%; the precision passed on shows.
+    ("Mistral-7B", "L40S", 1000, 50, 40, "fp8"),
+    # A mixture of experts on the H200 at batch 8: a small batch reads few of the experts, which the library's step
+    # counts and a step priced by hand does not.
+    ("Mixtral-8x7B", "H200", 500, 200, 8, "fp16"),
+])
+def _engine_state(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (engine_state,) = answers
+    name, device, prompt_len, output_len, batch, precision = case
+    s = ref.steady_state(name, device, prompt_len, output_len, batch, precision, efficiency="typical",
+                         allow_overflow=True)
+    call = f"engine_state({name}, {device}, {prompt_len}, {output_len}, {batch}, {precision!r})"
+    itl, throughput, ttft = _triple(engine_state(rl.model(name), rl.hardware(device), prompt_len, output_len, batch,
+                                                 precision), call)
+    decode = s.decode.time
+    share = 1 - (decode / s.itl).m_as("")
+    quantity(itl, s.itl, f"the ITL of {call}", rel=SAME, mistakes={PREFILLS: 1 / (1 - share)} if share > 0.01 else None)
+    k = batch / (output_len - 1)
+    quantity(throughput, s.output_throughput, f"the tokens/s per GPU of {call}", rel=SAME,
+             mistakes={PER_GPU: float(s.tokens_per_step)})
+    prefill = s.prefill.time
+    quantity(ttft, s.ttft, f"the TTFT of {call}", rel=SAME,
+             mistakes={HALF_STEP: (s.ttft / prefill).m_as("")} if k < 1 else None)
+
+
+@question("where_time_goes", A, "the prefills", {"the prefills": ("prefills", "prefill", "the prefill"),
+                                                   "the weights": ("weights", "the weight read", "weight read"),
+                                                   "the caches": ("caches", "the kv caches", "kv caches", "cache")},
+          revisited_in="The cell after Exercise 2")
+def _where_time_goes(ref):
+    s = ref.steady_state("Llama-3-8B", "H100", 2000, 300, 64, efficiency="typical")
+    parts = s.decode.parts
+    k = 64 / 299
+    prefill = k * s.prefill.time.m_as("ms")
+    return (f"At batch 64 on typical efficiency an iteration takes {s.itl.m_as('ms'):.1f} ms: the decode step "
+            f"{s.decode.time.m_as('ms'):.1f} ms (the weights {parts['body'].time.m_as('ms'):.1f}, the 64 caches "
+            f"{parts['attention'].time.m_as('ms'):.1f}, the head {parts['head'].time.m_as('ms'):.1f}, the rest the "
+            f"pass's fixed overhead) and k = 64/299 = {k:.3f} of a {s.prefill.time.m_as('ms'):.0f} ms prefill, "
+            f"{prefill:.1f} ms. A prompt of 2,000 tokens is as much work as 2,000 decode tokens, so even one prompt "
+            f"every five steps is the largest single share.")
+
+
+# -- Exercise 3: the frontier and its bend -----------------------------------------------------------------
+
+@exercise("frontier_curve", A, derive=DERIVED[A], visible=[
+    # (model, device, prompt_len, output_len, precision).  Every case keeps B <= O - 1 at every batch that fits
+    # (at most one prompt a step), where a prompt's prefill is a pass of its own.
     # The running example: it bends at a batch that fits.  Catches ideal for typical efficiency, one user's
-    # tokens/s for the GPU's, the batch index for the batch (off by one), the last memory-bound batch.
+    # tokens/s for the GPU's, the batch index for the batch (off by one), the last memory-bound batch, and the
+    # memory read at the prompt's length instead of prompt + answer (too many points).
     ("Llama-3-8B", "H100", 2000, 300, "fp16"),
     # Long requests: the caches fill the memory before the bend, so bend_batch must say None (not 0, not the
     # last batch), and a frontier that runs past memory has too many points.
     ("Llama-3-8B", "H100", 6000, 2000, "fp16"),
-    # FP8 on the L40S: a precision left at its default shows, and a second device.
-    ("Llama-3-8B", "L40S", 500, 300, "fp8"),
+    # Llama-3-8B on an A100 in bf16, longer answers: it bends early (the A100's lower peak), a second device.
+    ("Llama-3-8B", "A100-80GB", 2000, 500, "bf16"),
+    # FP8 on the L40S: a precision left at its default shows (twice the caches fit).
+    ("Llama-3-8B", "L40S", 2000, 300, "fp8"),
 ])
 def _frontier_curve(answers, case, ref, rl):
     __tracebackhide__ = True
     frontier_curve, bend_batch = answers
     name, device, prompt_len, output_len, precision = case
     f = ref.frontier(name, device, prompt_len, output_len, precision=precision, efficiency="typical")
+    assert f.max_batch <= output_len - 1, "a frontier case must keep at most one prompt a step"
     where = f"{name}, {device}, {prompt_len}, {output_len}, {precision!r}"
     call = f"frontier_curve({where})"
     itl, throughput = _pair(frontier_curve(rl.model(name), rl.hardware(device), prompt_len, output_len, precision),
@@ -165,18 +269,18 @@ def _frontier_curve(answers, case, ref, rl):
     shown = sorted({0, int(bent[0]) if bent.size else f.max_batch // 2, f.max_batch - 1})
     _same_length(itl, f.itl, f"the ITL of {call}", f.max_batch)
     for i in shown:
-        quantity(itl[i], f.itl[i], f"the ITL at batch {i + 1} of {call}", rel=SWEEP)
-    quantity(itl, f.itl, f"the ITL of {call}", rel=SWEEP)
+        quantity(itl[i], f.itl[i], f"the ITL at batch {i + 1} of {call}", rel=SAME)
+    quantity(itl, f.itl, f"the ITL of {call}", rel=SAME)
     _same_length(throughput, f.output_throughput, f"the throughput of {call}", f.max_batch)
     per_user = f.per_request_throughput
     if (hasattr(throughput, "check") and throughput.check("[text] / [time]")
-            and np.allclose(throughput.m_as("token/s"), per_user.m_as("token/s"), rtol=SWEEP)):
+            and np.allclose(throughput.m_as("token/s"), per_user.m_as("token/s"), rtol=SAME)):
         _fail(f"the throughput of {call} is what one user sees (1 / ITL); the GPU makes a token for every "
               "sequence in the batch, and the frontier plots the GPU's tokens per second.", PER_GPU)
     for i in shown:
-        quantity(throughput[i], f.output_throughput[i], f"the throughput at batch {i + 1} of {call}", rel=SWEEP,
+        quantity(throughput[i], f.output_throughput[i], f"the throughput at batch {i + 1} of {call}", rel=SAME,
                  mistakes={PER_GPU: float(f.tokens_per_step[i])} if i else None)
-    quantity(throughput, f.output_throughput, f"the throughput of {call}", rel=SWEEP)
+    quantity(throughput, f.output_throughput, f"the throughput of {call}", rel=SAME)
     answer = bend_batch(rl.model(name), rl.hardware(device), prompt_len, output_len, precision)
     call = f"bend_batch({where})"
     if not bent.size:
@@ -188,212 +292,59 @@ def _frontier_curve(answers, case, ref, rl):
     number(answer, int(f.batch[bent[0]]), call, rel=1e-9)
 
 
-# -- Exercise 3: the largest batch under an ITL target ------------------------------------------------------
 
-@exercise("largest_batch", A, visible=[
-    # (model, device, prompt_len, output_len, itl_limit in ms, precision)
-    # The running example at 50 ms: the ITL target binds. Catches ideal for typical efficiency, the first batch
-    # over the target for the last one under it, and a target compared in the wrong unit.
-    ("Llama-3-8B", "H100", 2000, 300, 50, "fp16"),
-    # Shorter requests on an A100 at 150 ms: memory binds first (307 sequences fit), so a batch beyond memory
-    # shows.
-    ("Llama-3-8B", "A100-80GB", 1000, 500, 150, "fp16"),
+# -- Exercise 4: the best batch under the SLA and the memory ---------------------------------------------
+
+@exercise("best_batch", A, derive=DERIVED[A], visible=[
+    # (model, device, prompt_len, output_len, ttft_limit ms, itl_limit ms, precision)
+    # The running example at 500 ms and 50 ms: the ITL target binds. Catches ideal for typical efficiency, the
+    # first batch over the target for the last one under it, and a target compared in the wrong unit.
+    ("Llama-3-8B", "H100", 2000, 300, 500, 50, "fp16"),
+    # Long prompts at FP8 on the L40S: the TTFT target binds (the ITL's alone would allow more), so a TTFT left out
+    # shows, and the precision is not the default.
+    ("Llama-3-8B", "L40S", 4000, 300, 180, 100, "fp8"),
+    # Loose targets on the A100: memory binds first, so a batch beyond memory shows.
+    ("Llama-3-8B", "A100-80GB", 2000, 500, 2000, 200, "bf16"),
     # Llama-3-70B at FP16 does not fit on one H100: the answer is 0, not an error.
-    ("Llama-3-70B", "H100", 1000, 200, 100, "fp16"),
-    # Llama-3-8B fits on an L4 (51 sequences), but its step takes 66 ms even at batch 1: no batch meets a 20 ms
-    # target, and the answer is 0 again (None, or the largest batch that fits, fails).
-    ("Llama-3-8B", "L4", 1000, 200, 20, "fp16"),
+    ("Llama-3-70B", "H100", 1000, 200, 1000, 100, "fp16"),
+    # Llama-3-8B fits on an L4, but no batch meets a 20 ms ITL: 0 again (None, or the largest batch that fits,
+    # fails).
+    ("Llama-3-8B", "L4", 1000, 200, 1000, 20, "fp16"),
 ])
-def _largest_batch(answers, case, ref, rl):
+def _best_batch(answers, case, ref, rl):
     __tracebackhide__ = True
-    (largest_batch,) = answers
-    name, device, prompt_len, output_len, limit, precision = case
+    (best_batch,) = answers
+    name, device, prompt_len, output_len, ttft, itl, precision = case
     cap = ref.max_concurrency(name, device, prompt_len, output_len, precision)
-    expected = 0
-    if cap > 0:
-        f = ref.frontier(name, device, prompt_len, output_len, precision=precision, efficiency="typical")
-        meets = f.itl <= ref.Q_(limit, "ms")
-        expected = int(f.batch[meets][-1]) if np.any(meets) else 0
-    call = f"largest_batch({name}, {device}, {prompt_len}, {output_len}, {limit} ms, {precision!r})"
-    answer = _calling(largest_batch, call, rl, rl.model(name), rl.hardware(device), prompt_len, output_len,
-                      rl.Q_(limit, "ms"), precision)
+    try:
+        expected = ref.best_under_sla(name, device, prompt_len, output_len, ref.Q_(ttft, "ms"), ref.Q_(itl, "ms"),
+                                      precision, efficiency="typical").batch
+    except (ref.DoesNotFit, ref.SLAUnmet):
+        expected = 0
+    assert cap <= output_len - 1, "a best_batch case must keep at most one prompt a step"
+    call = f"best_batch({name}, {device}, {prompt_len}, {output_len}, {ttft} ms, {itl} ms, {precision!r})"
+    answer = _calling(best_batch, call, rl, rl.model(name), rl.hardware(device), prompt_len, output_len,
+                      rl.Q_(ttft, "ms"), rl.Q_(itl, "ms"), precision)
     _within_memory(answer, cap, call)
     number(answer, expected, call, rel=1e-9)
 
 
-# -- Exercise 4: dollars per million tokens ----------------------------------------------------------------
-
-@exercise("cost_per_million", A, derive=True, visible=[
-    # (price, its unit, output tokens/s per GPU: one number or a list)
-    # The example H100 price per hour: a price per hour used as per second is off by 3,600; a bare number shows.
-    (3.9492, "USD/h", 2730),
-    # A price per second (a serverless platform) and an array of throughputs: code that assumes an hourly price
-    # or takes one number only fails.
-    (0.000542, "USD/s", [120.0, 1500.0, 9000.0]),
-])
-def _cost_per_million(answers, case, ref, rl):
-    __tracebackhide__ = True
-    (cost_per_million,) = answers
-    price, unit, throughput = case
-    throughput = np.asarray(throughput, dtype=float) if isinstance(throughput, (list, tuple)) else throughput
-    expected = ref.cost_per_million_tokens(ref.Q_(price, unit), ref.Q_(throughput, "token/s"))
-    quantity(cost_per_million(rl.Q_(price, unit), rl.Q_(throughput, "token/s")), expected,
-             f"cost_per_million({price} {unit}, {throughput} token/s)", mistakes={HOUR: 3600})
-
-
-# -- Exercise 5: the cost at the SLA ----------------------------------------------------------------------
-
-@exercise("cost_at_sla", A, visible=[
-    # (model, device, prompt_len, output_len, ttft_limit ms, itl_limit ms, price USD/h, precision)
-    # The running example on the H100: the ITL target binds. Catches one user's tokens/s for the GPU's (off by
-    # B + k), a price per hour used as per second, ideal for typical efficiency, batch 1 instead of the best.
-    ("Llama-3-8B", "H100", 2000, 300, 500, 50, 3.9492, "fp16"),
-    # Long prompts at FP8 on the L40S: the TTFT target binds (batch 44) well before the ITL's (90), so the TTFT
-    # left out shows, and the precision is not the default.
-    ("Llama-3-8B", "L40S", 4000, 300, 180, 100, 1.9512, "fp8"),
-])
-def _cost_at_sla(answers, case, ref, rl):
-    __tracebackhide__ = True
-    (cost_at_sla,) = answers
-    name, device, prompt_len, output_len, ttft, itl, price, precision = case
-    best = ref.best_under_sla(name, device, prompt_len, output_len, ref.Q_(ttft, "ms"), ref.Q_(itl, "ms"), precision,
-                               efficiency="typical")
-    call = f"cost_at_sla({name}, {device}, {prompt_len}, {output_len}, {ttft} ms, {itl} ms, ${price}/h, {precision!r})"
-    answer = _calling(cost_at_sla, call, rl, rl.model(name), rl.hardware(device), prompt_len, output_len,
-                      rl.Q_(ttft, "ms"), rl.Q_(itl, "ms"), rl.Q_(price, "USD/h"), precision,
-                      why=f"But batch {best.batch} meets both targets here: check what you pass on (the precision?).")
-    quantity(answer, best.cost_per_million(ref.Q_(price, "USD/h")), call,
-             mistakes={PER_GPU: best.tokens_per_step, HOUR: 3600})
-
-
-# -- Exercise 6: joules per token ------------------------------------------------------------------------
-
-@exercise("joules_per_token", A, derive=("fleet.energy_per_token",), visible=[
-    # (model, device, prompt_len, output_len, batches, precision)
-    # The running example at batch 64 alone: one user's tokens/s for the GPU's (off by B + k) is named, and the
-    # prefills left out of the step (nearly half of it here) show.
-    ("Llama-3-8B", "H100", 2000, 300, (64,), "fp16"),
-    # Several batches at once, FP8 on the L40S: an array of batches, another board power, the precision passed
-    # on, and ideal for typical efficiency.
-    ("Llama-3-8B", "L40S", 1000, 200, (1, 16, 128), "fp8"),
-])
-def _joules_per_token(answers, case, ref, rl):
-    __tracebackhide__ = True
-    (joules_per_token,) = answers
-    name, device, prompt_len, output_len, batches, precision = case
-    batches = np.asarray(batches)
-    s = ref.steady_state(name, device, prompt_len, output_len, batches, precision, efficiency="typical")
-    # The library's own bound, a property of the steady state, is switched off too.
-    with derive_yourself(rl.fleet.SteadyState.energy_per_token):
-        answer = joules_per_token(rl.model(name), rl.hardware(device), prompt_len, output_len, batches, precision)
-    shown = [int(b) for b in batches]
-    quantity(answer, s.energy_per_token,
-             f"joules_per_token({name}, {device}, {prompt_len}, {output_len}, batches {shown}, {precision!r})",
-             mistakes={PER_GPU: float(s.tokens_per_step[0])} if len(batches) == 1 else None)
-
-
-# -- Exercise 7: tensor parallelism -----------------------------------------------------------------------
-
-def _no_communication(answer, step, call: str) -> None:
-    """Fail, naming the mistake, when the answer is the compute alone (the all-reduces left out)."""
-    __tracebackhide__ = True
-    share = (step.communication / step.compute.time).m_as("")
-    if share > 0.01 and hasattr(answer, "check") and answer.check("[time]") and np.ndim(answer.magnitude) == 0:
-        if abs(answer.m_as("s") / step.compute.time.m_as("s") - 1) < share / 3:
-            _fail(f"{call} = {answer.to('ms'):.4g~P} is each GPU's compute alone; the 2 x layers all-reduces add "
-                  f"{step.communication.m_as('ms'):.3g} ms.", "TP speed-up assumed N-fold (communication ignored)")
-
-
-@exercise("tp_step_time", A, derive=True, visible=[
-    # (model, device, context_len, batch, tp, precision)
-    # Llama-3-70B at batch 1 on two A100s: the weight read is nearly all of the step, so GiB for GB (off by
-    # 1.074), values for bytes (off by 2) and weights not split over the GPUs show.
-    ("Llama-3-70B", "A100-80GB", 1000, 1, 2, "bf16"),
-    # Two L40S over PCIe at batch 128: the all-reduces are 15% of the step, so leaving them out, taking the
-    # link's two-way figure for one way, or one all-reduce per layer instead of two shows.
-    ("Llama-3-8B", "L40S", 500, 128, 2, "fp16"),
-    # Four H100s over NVLink at batch 256: the ring's 2 (N - 1) / N is 1.5 here (at N = 2 it is 1, so a factor
-    # left out hides), and the caches, split four ways, are most of the step.
-    ("Llama-3-8B", "H100", 2000, 256, 4, "fp16"),
-])
-def _tp_step_time(answers, case, ref, rl):
-    __tracebackhide__ = True
-    (tp_step_time,) = answers
-    name, device, context, batch, tp, precision = case
-    step = ref.tensor_parallel_step(name, device, context, batch, tp=tp, precision=precision, allow_overflow=True)
-    call = f"tp_step_time({name}, {device}, {context}, {batch}, {tp}, {precision!r})"
-    answer = tp_step_time(rl.model(name), rl.hardware(device), context, batch, tp, precision)
-    _no_communication(answer, step, call)
-    quiet = (step.communication / step.time).m_as("") < 0.002
-    quantity(answer, step.time, call, rel=SLA, mistakes=_gib(step.compute) if quiet else None)
-
-
-@exercise("per_gpu_throughputs", A, visible=[
-    # (model, device, prompt_len, output_len, ttft_limit ms, itl_limit ms, precision)
-    # Llama-3-70B at FP8 on H100s, ITL <= 40 ms: both fit and meet the targets, tp=2 with twice the tokens per GPU.
-    # Catches the pair's tokens/s for one GPU's (off by 2), the two answers swapped, batch 1 for the best batch,
-    # and ideal for typical efficiency (2.24 times, so it cannot pass for the pair's factor of 2).
-    ("Llama-3-70B", "H100", 2000, 300, 1000, 40, "fp8"),
-    # At FP16 one copy does not fit on one H100: its throughput is 0 tokens/s, not an error.
-    ("Llama-3-70B", "H100", 1000, 200, 2000, 80, "fp16"),
-    # Llama-3-8B on L4s with a tight ITL target: one L4 meets no target (SLAUnmet: 0 tokens/s), two do.
-    ("Llama-3-8B", "L4", 1000, 200, 1000, 40, "fp16"),
-])
-def _per_gpu_throughputs(answers, case, ref, rl):
-    __tracebackhide__ = True
-    (per_gpu_throughputs,) = answers
-    name, device, prompt_len, output_len, ttft, itl, precision = case
-    expected = []
-    for tp in (2, 1):
-        try:
-            expected.append(ref.best_under_sla(name, device, prompt_len, output_len, ref.Q_(ttft, "ms"),
-                                               ref.Q_(itl, "ms"), precision, tp=tp,
-                                               efficiency="typical").output_throughput)
-        except (ref.DoesNotFit, ref.SLAUnmet):
-            expected.append(ref.Q_(0, "token/s"))
-    where = f"{name}, {device}, {prompt_len}, {output_len}, {ttft} ms, {itl} ms, {precision!r}"
-    call = f"per_gpu_throughputs({where})"
-    got = _pair(_calling(per_gpu_throughputs, call, rl, rl.model(name), rl.hardware(device), prompt_len, output_len,
-                         rl.Q_(ttft, "ms"), rl.Q_(itl, "ms"), precision), call)
-    pair = got[0].m_as("token/s") if hasattr(got[0], "check") and got[0].check("[text] / [time]") else None
-    if pair is not None and np.ndim(pair) == 0 and abs(pair / (2 * expected[0].m_as("token/s") or 1) - 1) < 1e-3:
-        _fail(f"tokens/s per GPU with tp=2 ({where}) = {pair:.4g} token/s is what the pair makes together: each of "
-              f"the two GPUs makes half, {expected[0].m_as('token/s'):.4g} token/s.", "the pair's tokens/s for one GPU's")
-    quantity(got[0], expected[0], f"tokens/s per GPU with tp=2 ({where})", rel=SLA)
-    quantity(got[1], expected[1], f"tokens/s per GPU of one replica ({where})", rel=SLA)
-
-
 # -- the explorer's question -----------------------------------------------------------------------------
 
-CONFIGS = {"fp16, tp=1": ("fp16 tp 1", "fp16 tp=1", "fp16 one gpu", "fp16, one gpu", "fp16 1"),
-           "fp16, tp=2": ("fp16 tp 2", "fp16 tp=2", "fp16 two gpus", "fp16, two gpus", "fp16 2"),
-           "fp8, tp=1": ("fp8 tp 1", "fp8 tp=1", "fp8 one gpu", "fp8, one gpu", "fp8 1"),
-           "fp8, tp=2": ("fp8 tp 2", "fp8 tp=2", "fp8 two gpus", "fp8, two gpus", "fp8 2")}
+LIMITS = {"the memory": ("memory", "the caches", "caches", "kv cache", "the kv cache"),
+          "the ITL target": ("itl", "the itl", "itl target"),
+          "the TTFT target": ("ttft", "the ttft", "ttft target")}
 
 
-@question("cheapest_on_l40s", A, "fp8, tp=1", CONFIGS)
-def _cheapest_on_l40s(ref):
-    price = ref.example_price("L40S")
-    costs = {}
-    for label in CONFIGS:
-        precision, tp = label.split(", tp=")
-        best = ref.best_under_sla("Llama-3-8B", "L40S", 2000, 300, ref.Q_(500, "ms"), ref.Q_(50, "ms"), precision,
-                                  tp=int(tp), efficiency="typical")
-        costs[label] = (best.cost_per_million(price).m_as("USD/Mtok"), best)
-    listed = "; ".join(f"{label}: ${cost:.2f} (batch {best.batch}{' over the pair' if best.tp > 1 else ''})"
-                       for label, (cost, best) in costs.items())
-
-    def weights(label):  # the weight read of one step on one GPU, ms
-        return costs[label][1].decode.parts["body"].time.m_as("ms")
-
-    def links(label):  # the all-reduces of one iteration (the step and its share of prefills), ms
-        return costs[label][1].communication_si * 1e3
-
-    return (f"Per million tokens at ${price.m_as('USD/h'):.2f} per GPU-hour, Llama-3-8B at 2,000/300 with TTFT <= "
-            f"500 ms and ITL <= 50 ms, typical efficiency: {listed}. FP8 halves the bytes every step reads, so one "
-            f"L40S runs batch {costs['fp8, tp=1'][1].batch} within 50 ms instead of {costs['fp16, tp=1'][1].batch}. "
-            f"Splitting over two GPUs halves each GPU's weight read but adds all-reduces over PCIe (64 GB/s both "
-            f"ways). At FP16 the read is {weights('fp16, tp=1'):.1f} ms of the 50, and halving it saves more than "
-            f"the {links('fp16, tp=2'):.1f} ms of all-reduces cost; at FP8 it is only {weights('fp8, tp=1'):.1f} ms, "
-            f"and the all-reduces ({links('fp8, tp=2'):.1f} ms, the prefills' included) cost more than they save: "
-            "FP8 on one GPU is cheapest.")
+@question("long_answers_limit", A, "the memory", LIMITS)
+def _long_answers_limit(ref):
+    best = ref.best_under_sla("Llama-3-8B", "H100", 2000, 2000, ref.Q_(500, "ms"), ref.Q_(50, "ms"),
+                              efficiency="typical")
+    short = ref.best_under_sla("Llama-3-8B", "H100", 2000, 300, ref.Q_(500, "ms"), ref.Q_(50, "ms"),
+                               efficiency="typical")
+    return (f"With 2,000-token answers each sequence holds a cache of 4,000 tokens, so only {best.max_batch} fit "
+            f"beside the weights, and the best batch is all of them: {best.batch}, at an ITL of "
+            f"{best.itl.m_as('ms'):.1f} ms and a TTFT of {best.ttft.m_as('ms'):.0f} ms, both well inside the "
+            f"targets. With 300-token answers {short.max_batch} fit and the ITL target stops the batch at "
+            f"{short.batch}. Long answers make the memory, not the latency, the limit: that is why engines fight "
+            f"for cache space (paging, FP8 caches, fewer KV heads).")

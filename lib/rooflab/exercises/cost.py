@@ -1,0 +1,260 @@
+"""Assignment 6, what does a million tokens cost?: its exercises, predictions and the explorer's question.
+
+Built on assignment 5's steady state: the course's versions (:mod:`rooflab.earlier`: ``engine_state``,
+``best_batch``) stand in where a student's own is wrong.  Each visible case is chosen for the mistakes it catches
+(noted beside it); ``tests/test_exercises.py`` feeds every listed mistake to prove it fails.  Hidden cases live in
+the instructor's test cells, never here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..check import _fail, number, quantity
+from . import DERIVED, exercise, question
+from .under_load import PER_GPU, _calling, _gib, _pair
+
+A = "06_cost"
+SLA = 0.01  # a tensor-parallel step and the throughputs at the SLA
+SAME = 0.001  # built from the same library costs: only rounding may differ
+HOUR = "price per hour used as per second"
+ACTIVATIONS = "activations at the weights' bytes per value (they cross the link in 16-bit)"
+
+
+# -- Exercise 1: dollars per million tokens ----------------------------------------------------------------
+
+@exercise("cost_per_million", A, derive=DERIVED[A], visible=[
+    # (price, its unit, output tokens/s per GPU: one number or a list)
+    # The example H100 price per hour: a price per hour used as per second is off by 3,600; a bare number shows.
+    (3.9492, "USD/h", 2730),
+    # A price per second (a serverless platform) and an array of throughputs: code that assumes an hourly price
+    # or takes one number only fails.
+    (0.000542, "USD/s", [120.0, 1500.0, 9000.0]),
+])
+def _cost_per_million(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (cost_per_million,) = answers
+    price, unit, throughput = case
+    throughput = np.asarray(throughput, dtype=float) if isinstance(throughput, (list, tuple)) else throughput
+    expected = ref.cost_per_million_tokens(ref.Q_(price, unit), ref.Q_(throughput, "token/s"))
+    quantity(cost_per_million(rl.Q_(price, unit), rl.Q_(throughput, "token/s")), expected,
+             f"cost_per_million({price} {unit}, {throughput} token/s)", mistakes={HOUR: 3600})
+
+
+# -- Exercise 2: prompt tokens and generated tokens priced apart ------------------------------------------
+
+@exercise("token_prices", A, derive=DERIVED[A], visible=[
+    # (model, device, prompt_len, output_len, batch, price USD/h, precision)
+    # The running example at batch 64: a prompt token costs a small fraction of a generated one.  Catches the
+    # blended figure for the output price (the prefills' time charged to the generated tokens), B + k tokens for
+    # the decode step's B, a price per hour used as per second, and one user's tokens/s for the GPU's.
+    ("Llama-3-8B", "H100", 2000, 300, 64, 3.9492, "fp16"),
+    # FP8 on the L40S, short answers at batch 40: k = 0.82 prompts a step, the precision passed on.
+    ("Mistral-7B", "L40S", 1000, 50, 40, 1.9512, "fp8"),
+])
+def _token_prices(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (token_prices,) = answers
+    name, device, prompt_len, output_len, batch, price, precision = case
+    s = ref.steady_state(name, device, prompt_len, output_len, batch, precision, efficiency="typical",
+                         allow_overflow=True)
+    hourly = ref.Q_(price, "USD/h")
+    call = f"token_prices({name}, {device}, {prompt_len}, {output_len}, {batch}, ${price}/h, {precision!r})"
+    got = _pair(token_prices(rl.model(name), rl.hardware(device), prompt_len, output_len, batch,
+                             rl.Q_(price, "USD/h"), precision), call)
+    quantity(got[0], s.cost_per_million_input(hourly), f"the price of a million prompt tokens of {call}", rel=SAME,
+             mistakes={HOUR: 3600})
+    output = s.cost_per_million_output(hourly)
+    blended = s.cost_per_million(hourly)
+    if hasattr(got[1], "check") and got[1].check("[currency] / [text]") and np.ndim(got[1].magnitude) == 0:
+        apart = abs(blended.m_as("USD/Mtok") / output.m_as("USD/Mtok") - 1) > 10 * SAME  # k large enough to tell
+        if apart and abs(got[1].m_as("USD/Mtok") / blended.m_as("USD/Mtok") - 1) < SAME:
+            _fail(f"the price of a million generated tokens of {call} = {got[1].to('USD/Mtok'):.4g~P} is the blended "
+                  "figure: it charges the prefills' GPU time to the generated tokens too. Charge the generated "
+                  "tokens only the decode step's time.", "the blended price for the generated tokens'")
+    quantity(got[1], output, f"the price of a million generated tokens of {call}", rel=SAME,
+             mistakes={HOUR: 3600, PER_GPU: batch})
+
+
+ORDERS = {"prompt tokens": ("prompt", "input", "input tokens", "prompts", "the prompt tokens"),
+          "generated tokens": ("generated", "output", "output tokens", "the generated tokens", "answer tokens"),
+          "about the same": ("same", "the same", "equal")}
+
+
+@question("dearer_tokens", A, "generated tokens", ORDERS, revisited_in="The cell after Exercise 2")
+def _dearer_tokens(ref):
+    s = ref.steady_state("Llama-3-8B", "H100", 2000, 300, 64, efficiency="typical")
+    price = ref.example_price("H100")
+    into, out = s.cost_per_million_input(price), s.cost_per_million_output(price)
+    return (f"At batch 64 on an H100 at ${price.m_as('USD/h'):.2f} an hour (typical efficiency): a million prompt "
+            f"tokens cost {into.m_as('USD/Mtok'):.3f} dollars, a million generated ones "
+            f"{out.m_as('USD/Mtok'):.3f}, {(out / into).m_as(''):.0f}x as much. A prefill pushes 2,000 tokens "
+            f"through each weight it reads, so it runs near the compute peak; a decode step makes 64 tokens for "
+            f"the same weight read and every sequence's cache. API price sheets charge generated tokens several "
+            f"times prompt tokens for this reason.")
+
+
+# -- Exercise 3: the cost at the SLA ----------------------------------------------------------------------
+
+@exercise("cost_at_sla", A, derive=DERIVED[A], visible=[
+    # (model, device, prompt_len, output_len, ttft_limit ms, itl_limit ms, price USD/h, precision)
+    # The running example on the H100: the ITL target binds. Catches one user's tokens/s for the GPU's (off by
+    # B + k), a price per hour used as per second, ideal for typical efficiency, batch 1 instead of the best.
+    ("Llama-3-8B", "H100", 2000, 300, 500, 50, 3.9492, "fp16"),
+    # Long prompts at FP8 on the L40S: the TTFT target binds well before the ITL's, so the TTFT left out shows,
+    # and the precision is not the default.
+    ("Llama-3-8B", "L40S", 4000, 300, 180, 100, 1.9512, "fp8"),
+])
+def _cost_at_sla(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (cost_at_sla,) = answers
+    name, device, prompt_len, output_len, ttft, itl, price, precision = case
+    best = ref.best_under_sla(name, device, prompt_len, output_len, ref.Q_(ttft, "ms"), ref.Q_(itl, "ms"), precision,
+                               efficiency="typical")
+    call = f"cost_at_sla({name}, {device}, {prompt_len}, {output_len}, {ttft} ms, {itl} ms, ${price}/h, {precision!r})"
+    answer = _calling(cost_at_sla, call, rl, rl.model(name), rl.hardware(device), prompt_len, output_len,
+                      rl.Q_(ttft, "ms"), rl.Q_(itl, "ms"), rl.Q_(price, "USD/h"), precision,
+                      why=f"But batch {best.batch} meets both targets here: check what you pass on (the precision?).")
+    quantity(answer, best.cost_per_million(ref.Q_(price, "USD/h")), call,
+             mistakes={PER_GPU: best.tokens_per_step, HOUR: 3600})
+
+
+# -- Exercise 4: joules per token ------------------------------------------------------------------------
+
+@exercise("joules_per_token", A, derive=DERIVED[A], visible=[
+    # (model, device, prompt_len, output_len, batches, precision)
+    # The running example at batch 64 alone: one user's tokens/s for the GPU's (off by B + k) is named, and the
+    # prefills left out of the step (nearly half of it here) show.
+    ("Llama-3-8B", "H100", 2000, 300, (64,), "fp16"),
+    # Several batches at once, FP8 on the L40S: an array of batches, another board power, the precision passed
+    # on, and ideal for typical efficiency.
+    ("Llama-3-8B", "L40S", 1000, 200, (1, 16, 128), "fp8"),
+])
+def _joules_per_token(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (joules_per_token,) = answers
+    name, device, prompt_len, output_len, batches, precision = case
+    batches = np.asarray(batches)
+    s = ref.steady_state(name, device, prompt_len, output_len, batches, precision, efficiency="typical")
+    answer = joules_per_token(rl.model(name), rl.hardware(device), prompt_len, output_len, batches, precision)
+    shown = [int(b) for b in batches]
+    quantity(answer, s.energy_per_token,
+             f"joules_per_token({name}, {device}, {prompt_len}, {output_len}, batches {shown}, {precision!r})",
+             mistakes={PER_GPU: float(s.tokens_per_step[0])} if len(batches) == 1 else None)
+
+
+# -- Exercise 5: tensor parallelism -----------------------------------------------------------------------
+
+def _no_communication(answer, step, call: str) -> None:
+    """Fail, naming the mistake, when the answer is the compute alone (the all-reduces left out)."""
+    __tracebackhide__ = True
+    share = (step.communication / step.compute.time).m_as("")
+    if share > 0.01 and hasattr(answer, "check") and answer.check("[time]") and np.ndim(answer.magnitude) == 0:
+        if abs(answer.m_as("s") / step.compute.time.m_as("s") - 1) < share / 3:
+            _fail(f"{call} = {answer.to('ms'):.4g~P} is each GPU's compute alone; the 2 x layers all-reduces add "
+                  f"{step.communication.m_as('ms'):.3g} ms.", "TP speed-up assumed N-fold (communication ignored)")
+
+
+@exercise("tp_step_time", A, derive=True, visible=[
+    # (model, device, context_len, batch, tp, precision)
+    # Llama-3-70B at batch 1 on two A100s: the weight read is nearly all of the step, so GiB for GB (off by
+    # 1.074), values for bytes (off by 2) and weights not split over the GPUs show.
+    ("Llama-3-70B", "A100-80GB", 1000, 1, 2, "bf16"),
+    # Two L40S over PCIe at batch 128: the all-reduces are 15% of the step, so leaving them out, taking the
+    # link's two-way figure for one way, or one all-reduce per layer instead of two shows.
+    ("Llama-3-8B", "L40S", 500, 128, 2, "fp16"),
+    # Four H100s over NVLink at batch 256: the ring's 2 (N - 1) / N is 1.5 here (at N = 2 it is 1, so a factor
+    # left out hides), and the caches, split four ways, are most of the step.
+    ("Llama-3-8B", "H100", 2000, 256, 4, "fp16"),
+    # FP8 weights over PCIe on two L40S at batch 256: the activations still cross the link in 16-bit, so
+    # all-reduces of 1-byte activations (the weights' bytes per value) come out half as long.
+    ("Llama-3-8B", "L40S", 500, 256, 2, "fp8"),
+])
+def _tp_step_time(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (tp_step_time,) = answers
+    name, device, context, batch, tp, precision = case
+    step = ref.tensor_parallel_step(name, device, context, batch, tp=tp, precision=precision, allow_overflow=True)
+    call = f"tp_step_time({name}, {device}, {context}, {batch}, {tp}, {precision!r})"
+    answer = tp_step_time(rl.model(name), rl.hardware(device), context, batch, tp, precision)
+    _no_communication(answer, step, call)
+    quiet = (step.communication / step.time).m_as("") < 0.002
+    if (precision.startswith("fp8") and hasattr(answer, "check") and answer.check("[time]")
+            and np.ndim(answer.magnitude) == 0):
+        halved = step.time - step.communication / 2
+        if abs(answer.m_as("s") / halved.m_as("s") - 1) < SLA / 4 and abs(halved / step.time - 1) > SLA:
+            _fail(f"{call} = {answer.to('ms'):.4g~P}: the all-reduces are half as long as they should be. The "
+                  "weights are stored in FP8, but the activations the GPUs sum are 16-bit: 2 bytes a value.",
+                  ACTIVATIONS)
+    quantity(answer, step.time, call, rel=SLA, mistakes=_gib(step.compute) if quiet else None)
+
+
+@exercise("per_gpu_throughputs", A, derive=DERIVED[A], visible=[
+    # (model, device, prompt_len, output_len, ttft_limit ms, itl_limit ms, precision)
+    # Llama-3-70B at FP8 on H100s, ITL <= 40 ms: both fit and meet the targets, tp=2 with twice the tokens per GPU.
+    # Catches the pair's tokens/s for one GPU's (off by 2), the two answers swapped, batch 1 for the best batch,
+    # and ideal for typical efficiency (2.24 times, so it cannot pass for the pair's factor of 2).
+    ("Llama-3-70B", "H100", 2000, 300, 1000, 40, "fp8"),
+    # At FP16 one copy does not fit on one H100: its throughput is 0 tokens/s, not an error.
+    ("Llama-3-70B", "H100", 1000, 200, 2000, 80, "fp16"),
+    # Llama-3-8B on L4s with a tight ITL target: one L4 meets no target (SLAUnmet: 0 tokens/s), two do.
+    ("Llama-3-8B", "L4", 1000, 200, 1000, 40, "fp16"),
+])
+def _per_gpu_throughputs(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (per_gpu_throughputs,) = answers
+    name, device, prompt_len, output_len, ttft, itl, precision = case
+    expected = []
+    for tp in (2, 1):
+        try:
+            expected.append(ref.best_under_sla(name, device, prompt_len, output_len, ref.Q_(ttft, "ms"),
+                                               ref.Q_(itl, "ms"), precision, tp=tp,
+                                               efficiency="typical").output_throughput)
+        except (ref.DoesNotFit, ref.SLAUnmet):
+            expected.append(ref.Q_(0, "token/s"))
+    where = f"{name}, {device}, {prompt_len}, {output_len}, {ttft} ms, {itl} ms, {precision!r}"
+    call = f"per_gpu_throughputs({where})"
+    got = _pair(_calling(per_gpu_throughputs, call, rl, rl.model(name), rl.hardware(device), prompt_len, output_len,
+                         rl.Q_(ttft, "ms"), rl.Q_(itl, "ms"), precision), call)
+    pair = got[0].m_as("token/s") if hasattr(got[0], "check") and got[0].check("[text] / [time]") else None
+    if pair is not None and np.ndim(pair) == 0 and abs(pair / (2 * expected[0].m_as("token/s") or 1) - 1) < 1e-3:
+        _fail(f"tokens/s per GPU with tp=2 ({where}) = {pair:.4g} token/s is what the pair makes together: each of "
+              f"the two GPUs makes half, {expected[0].m_as('token/s'):.4g} token/s.", "the pair's tokens/s for one GPU's")
+    quantity(got[0], expected[0], f"tokens/s per GPU with tp=2 ({where})", rel=SLA)
+    quantity(got[1], expected[1], f"tokens/s per GPU of one replica ({where})", rel=SLA)
+
+
+# -- the explorer's question -----------------------------------------------------------------------------
+
+CONFIGS = {"fp16, tp=1": ("fp16 tp 1", "fp16 tp=1", "fp16 one gpu", "fp16, one gpu", "fp16 1"),
+           "fp16, tp=2": ("fp16 tp 2", "fp16 tp=2", "fp16 two gpus", "fp16, two gpus", "fp16 2"),
+           "fp8, tp=1": ("fp8 tp 1", "fp8 tp=1", "fp8 one gpu", "fp8, one gpu", "fp8 1"),
+           "fp8, tp=2": ("fp8 tp 2", "fp8 tp=2", "fp8 two gpus", "fp8, two gpus", "fp8 2")}
+
+
+@question("cheapest_on_l40s", A, "fp8, tp=1", CONFIGS)
+def _cheapest_on_l40s(ref):
+    price = ref.example_price("L40S")
+    costs = {}
+    for label in CONFIGS:
+        precision, tp = label.split(", tp=")
+        best = ref.best_under_sla("Llama-3-8B", "L40S", 2000, 300, ref.Q_(500, "ms"), ref.Q_(50, "ms"), precision,
+                                  tp=int(tp), efficiency="typical")
+        costs[label] = (best.cost_per_million(price).m_as("USD/Mtok"), best)
+    listed = "; ".join(f"{label}: ${cost:.2f} (batch {best.batch}{' over the pair' if best.tp > 1 else ''})"
+                       for label, (cost, best) in costs.items())
+
+    def weights(label):  # the weight read of one step on one GPU, ms
+        return costs[label][1].decode.parts["body"].time.m_as("ms")
+
+    def links(label):  # the all-reduces of one iteration (the step and its share of prefills), ms
+        return costs[label][1].communication_si * 1e3
+
+    return (f"Per million tokens at ${price.m_as('USD/h'):.2f} per GPU-hour, Llama-3-8B at 2,000/300 with TTFT <= "
+            f"500 ms and ITL <= 50 ms, typical efficiency: {listed}. FP8 halves the bytes every step reads, so one "
+            f"L40S runs batch {costs['fp8, tp=1'][1].batch} within 50 ms instead of {costs['fp16, tp=1'][1].batch}. "
+            f"Splitting over two GPUs halves each GPU's weight read but adds all-reduces over PCIe (64 GB/s both "
+            f"ways). At FP16 the read is {weights('fp16, tp=1'):.1f} ms of the 50, and halving it saves more than "
+            f"the {links('fp16, tp=2'):.1f} ms of all-reduces cost; at FP8 it is only {weights('fp8, tp=1'):.1f} ms, "
+            f"and the all-reduces ({links('fp8, tp=2'):.1f} ms, the prefills' included) cost more than they save: "
+            "FP8 on one GPU is cheapest.")
