@@ -668,6 +668,9 @@ MISTAKES.update({
         "the TTFT limit ignored": _cheapest(meets=_within(ttft=False)),
         "the ITL limit ignored": _cheapest(meets=_within(itl=False)),
         "the most expensive": _cheapest(pick=max),
+        "the first that qualifies, in the order listed (not sorted by price)": _cheapest(pick=lambda good: good[0]),
+        "the smallest name, not the smallest price": _cheapest(
+            pick=lambda good: min((name, price) for price, name in good)[::-1]),
     },
 })
 

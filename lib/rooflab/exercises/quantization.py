@@ -23,6 +23,10 @@ CHAT_CONFIGS = {
     "A100-80GB, FP16": ("A100-80GB", "fp16", 2.00),
     "H100, FP8": ("H100", "fp8", 3.00),
 }
+# The same offers listed in no order of price (as a provider's price list may be): the first that qualifies is
+# not the cheapest, and neither is the first name in alphabetical order.
+SHUFFLED_CONFIGS = {label: CHAT_CONFIGS[label] for label in
+                    ("A100-80GB, FP16", "H100, FP8", "L4, INT4", "T4, FP16", "L4, FP16", "T4, INT4")}
 
 
 def _weights(ref, fmt, group=None, zero_bits=0, embeddings=False, scale_bits=None):
@@ -217,6 +221,9 @@ def _cheapest(ref, name, configs, prompt_len, output_len, batch, ttft_ms, itl_ms
     # so skipping the memory check or checking it at the prompt's length (T4, INT4), typical efficiency whatever is
     # asked (A100-80GB, FP16) or batch 1 (T4, INT4) fails
     ("Llama-3-8B", CHAT_CONFIGS, 1000, 300, 64, 500, 100, "ideal"),
+    # the same load with the offers in no order of price: the A100 is listed first and qualifies, the L4 with INT4
+    # is cheaper and qualifies too, so taking the first that qualifies, or the smallest name, fails
+    ("Llama-3-8B", SHUFFLED_CONFIGS, 1000, 300, 64, 500, 100, "ideal"),
 ])
 def _cheapest_config(answers, case, ref, rl):
     __tracebackhide__ = True
@@ -255,7 +262,10 @@ def _verdict(ref, name, configs, label, prompt_len, output_len, batch, efficienc
     load = (f"with {batch} sequence{'s' if batch > 1 else ''} at once and {efficiency or 'typical'} efficiency, "
             f"{label} gives TTFT {s.ttft.m_as('ms'):.0f} ms and ITL {s.itl.m_as('ms'):.1f} ms")
     if s.meets(ref.Q_(ttft_ms, "ms"), ref.Q_(itl_ms, "ms")):
-        return f"{load}, within both limits, but a cheaper configuration is within them too."
+        cheaper = sorted(other for other, (_, _, price) in configs.items() if price < configs[label][2])
+        return (f"{load}, within both limits, but a cheaper configuration is within them too (compare the prices: "
+                f"{', '.join(cheaper)} cost less an hour, and the configurations need not be listed in order of "
+                "price).")
     return f"{load}, outside the limits."
 
 
