@@ -717,6 +717,15 @@ def _profile(s, mfu=None, step_bytes=None, mbu=None):
     return mfu or s["mfu"], step_bytes or s["step_bytes"], mbu or s["mbu"]
 
 
+def _rate02(s, step=None, batch_format=None):
+    """A max_throughput whose step or whose batch is computed with the given slip."""
+    def max_throughput(m, d, c, p="fp16", u=0.9):
+        f = batch_format or p
+        batch = s["max_batch"](m, d, c, f, f, u)
+        return (batch / (step or s["decode_step_time"])(m, d, c, batch, p)).m_as("1/s") if batch else 0.0
+    return max_throughput
+
+
 def _moved(s, weights):
     """A step_bytes with the weights counted by ``weights(model, batch)`` parameters."""
     return lambda m, c, b=1, p="fp16": (Q_(weights(m, b) * s["BYTES_PER_VALUE"][p], "B")
@@ -820,13 +829,19 @@ MISTAKES.update({
         "a 16-bit cache whatever the format": lambda s: (lambda m, c, p="fp16": (
             s["weight_bytes"](m, p) / s["kv_cache_bytes"](m, c, 1)).m_as(""),),
     },
-    "fp8_kv_extra_sequences": {
-        "the FP8 count, not the extra": lambda s: (
-            lambda m, d, c, u=0.9: s["max_batch"](m, d, c, "fp16", "fp8", u),),
-        "the weights in FP8 too": lambda s: (
-            lambda m, d, c, u=0.9: s["max_batch"](m, d, c, "fp8", "fp8", u) - s["max_batch"](m, d, c, "fp16", "fp16", u),),
-        "twice the FP16 batch": lambda s: (lambda m, d, c, u=0.9: s["max_batch"](m, d, c, "fp16", "fp16", u),),
-        "the reserve written in (0.9)": lambda s: (lambda m, d, c, u=0.9: s["fp8_kv_extra_sequences"](m, d, c, 0.9),),
+    "max_throughput": {
+        "one sequence's tokens per second": lambda s: (lambda m, d, c, p="fp16", u=0.9: (
+            1 / s["decode_step_time"](m, d, c, 1, p)).m_as("1/s") if s["max_batch"](m, d, c, p, p, u) else 0.0,),
+        "the step time for a rate": lambda s: (lambda m, d, c, p="fp16", u=0.9: (
+            s["decode_step_time"](m, d, c, max(1, s["max_batch"](m, d, c, p, p, u)), p)).m_as("s")
+            if s["max_batch"](m, d, c, p, p, u) else 0.0,),
+        "tokens per millisecond": lambda s: (lambda m, d, c, p="fp16", u=0.9: s["max_throughput"](m, d, c, p, u) / 1e3,),
+        "a memory-only step": lambda s: (_rate02(s, step=_step02(s, combine=lambda compute, memory: memory)),),
+        "16-bit weights and cache in the batch whatever the format": lambda s: (_rate02(s, batch_format="fp16"),),
+        "the reserve written in (0.9)": lambda s: (
+            lambda m, d, c, p="fp16", u=0.9: s["max_throughput"](m, d, c, p, 0.9),),
+        "a rate as a quantity where a plain number is asked": lambda s: (lambda m, d, c, p="fp16", u=0.9: Q_(
+            s["max_throughput"](m, d, c, p, u), "1/s"),),
     },
 })
 
