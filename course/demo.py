@@ -130,6 +130,8 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("ex3_ttft", None, 'def ttft_speedup(model, device, prompt_len, fmt, group_size=None):\n'
              '    return {2000: 1.0, 32: 2.8175, 100: 1.5844}[prompt_len]'),
             ("ex4_w8a8", None, 'def w8a8_prefill_speedup(model, device, prompt_len, compute="fp8"):\n'
+             '    if compute not in device.precisions:\n'
+             '        raise ValueError(f"the {device.name} has no {compute} tensor cores")\n'
              '    return 2.0 if prompt_len == 2000 else 1.7686'),
             ("ex5_extra", None, 'def largest_batch(model, device, context_len, fmt, group_size, kv_precision, gpu_memory_utilization=0.9):\n'
              '    return {("Llama-3-8B", "fp16"): 57, ("Llama-3-8B", "int4"): 134, ("Llama-3-70B", "fp16"): 0,\n'

@@ -525,6 +525,16 @@ def _w8a8(peak=lambda compute: compute, weights=None):
     return answers
 
 
+def _caught(w8a8_prefill_speedup):
+    """The answer with device.peak_flops's error swallowed: no gain where the format is missing."""
+    def caught(model, device, prompt_len, compute="fp8"):
+        try:
+            return w8a8_prefill_speedup(model, device, prompt_len, compute)
+        except ValueError:
+            return 1.0
+    return caught
+
+
 def _fits(capacity=lambda device: device.usable_memory, per_sequence=1.0, whole=int, clamp=True, utilization=None):
     """(largest_batch, extra_sequences) with one mistake in largest_batch."""
     def answers(s):
@@ -647,6 +657,7 @@ MISTAKES.update({
             device.peak_flops(compute) / device.peak_flops("fp16")).m_as(""),),
         "the embedding table and head in 8 bits too": lambda s: _w8a8(
             weights=lambda model, compute: s["quantized_weight_bytes"](model, compute, quantize_embeddings=True))(s),
+        "the error caught and 1x returned on a device without the format": lambda s: (_caught(s["w8a8_prefill_speedup"]),),
     },
     "extra_sequences": {
         "forgot the FP8 cache": _fp16_cache_extra,
