@@ -269,7 +269,7 @@ def _verdict(ref, name, configs, label, prompt_len, output_len, batch, efficienc
     if s.meets(ref.Q_(ttft_ms, "ms"), ref.Q_(itl_ms, "ms")):
         cheaper = sorted(other for other, (_, _, price) in configs.items() if price < configs[label][2])
         return (f"{load}, within both limits, but a cheaper configuration is within them too (compare the prices: "
-                f"{', '.join(cheaper)} cost less an hour, and the configurations need not be listed in order of "
+                f"{', '.join(map(repr, cheaper))} cost less an hour, and the configurations need not be listed in order of "
                 "price).")
     return f"{load}, outside the limits."
 
