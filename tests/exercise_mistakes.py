@@ -841,7 +841,7 @@ MISTAKES.update({
             s["weight_bytes"](m, p) / s["kv_cache_bytes"](m, c, 1)).m_as(""),),
     },
     "max_throughput": {
-        "one sequence's tokens per second": lambda s: (lambda m, d, c, p="fp16", u=0.9: (
+        "one sequence's tokens per second, not the batch's": lambda s: (lambda m, d, c, p="fp16", u=0.9: (
             1 / s["decode_step_time"](m, d, c, 1, p)).m_as("1/s") if s["max_batch"](m, d, c, p, p, u) else 0.0,),
         "the step time for a rate": lambda s: (lambda m, d, c, p="fp16", u=0.9: (
             s["decode_step_time"](m, d, c, max(1, s["max_batch"](m, d, c, p, p, u)), p)).m_as("s")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..check import MISTAKE_TAG, number, quantity
+from ..check import MISTAKE_TAG, _fail, number, quantity
 from . import exercise, question
 
 A = "02_kv_cache"
@@ -322,8 +322,14 @@ def _max_throughput(answers, case, ref, rl):
     if expected == 0:
         number(answer, 0.0, said + ": no sequence fits, so no token is made", rel=WHOLE)
         return
+    batch = ref.memory_budget(name, device, context_len, 1, ref.Precision(
+        weights=precision, kv=precision, compute="fp16", quantize_embeddings=True), utilization).max_batch
+    if answer == 0:
+        _fail(f"{said} = 0, but {batch} sequences fit with weights and cache in {precision}: pass the precision "
+              "on to max_batch and to the step.", "the precision not passed on")
+    alone = 1 / _step_times(ref, name, device, context_len, 1, precision)[0].m_as("s")
     number(answer, expected, said + " in tokens per second", rel=0.002, accept=tuple(others),
-           mistakes={"tokens per millisecond": 1e-3})
+           mistakes={"tokens per millisecond": 1e-3, "one sequence's tokens per second, not the batch's": alone / expected})
 
 
 # -- Predictions and the explorer's question -------------------------------------------------
