@@ -98,15 +98,60 @@ def _decode_speedup(answers, case, ref, rl):
     decode_step_time, decode_speedup = answers
     name, device, context, batch, fmt, group = case
     simple16, careful16 = _decode_times(ref, name, device, context, batch, "fp16")
-    simple_q, careful_q = _decode_times(ref, name, device, context, batch, _weights(ref, fmt, group))
+    quantized = _weights(ref, fmt, group)
+    simple_q, careful_q = _decode_times(ref, name, device, context, batch, quantized)
     m, d = rl.model(name), rl.hardware(device)
     quantity(decode_step_time(m, d, context, batch), simple16,
-             f"decode_step_time({name}, {device}, {context}, batch {batch}) in FP16", accept=(careful16,))
+             f"decode_step_time({name}, {device}, {context}, batch {batch}) in FP16", accept=(careful16,),
+             mistakes=_step_slips(ref, name, device, context, batch, "fp16", simple16))
     quantity(decode_step_time(m, d, context, batch, fmt, group), simple_q,
-             f"decode_step_time({name}, {device}, {context}, batch {batch}, {fmt!r}, {group})", accept=(careful_q,))
-    number(decode_speedup(m, d, context, batch, fmt, group), (simple16 / simple_q).m_as(""),
+             f"decode_step_time({name}, {device}, {context}, batch {batch}, {fmt!r}, {group})", accept=(careful_q,),
+             mistakes=_step_slips(ref, name, device, context, batch, quantized, simple_q, fmt))
+    gain = (simple16 / simple_q).m_as("")
+    weights_only = (ref.model(name).weight_bytes("fp16") / ref.model(name).weight_bytes(quantized)).m_as("")
+    number(decode_speedup(m, d, context, batch, fmt, group), gain,
            f"decode_speedup({name}, {device}, {context}, batch {batch}, {fmt!r}, {group})",
-           accept=((careful16 / careful_q).m_as(""),))
+           accept=((careful16 / careful_q).m_as(""),),
+           mistakes=_named({"the weights' bytes alone (the FP16 caches and the FLOPs left out)": weights_only / gain,
+                            "the ratio of bits (the 16-bit embedding table and head, and the caches, left out)":
+                                16 / quantized.bits_per_weight / gain}))
+
+
+def _step_slips(ref, name, device, context, batch, precision, expected, fmt=None):
+    """Named slips of a decode step's roofline time, each as its factor against ``expected`` (a time)."""
+    m, d = ref.model(name), ref.hardware(device)
+    flops = ref.decode_step(name, device, context, batch, precision, allow_overflow=True).flops
+    cache = batch * context * ref.Q_(1, "token") * m.kv_bytes_per_token("fp16")
+    weights = m.weight_bytes(precision)
+
+    def time(f=flops, w=weights, c=cache, peak="fp16", memory_only=False):
+        memory = (w + c) / d.memory_bandwidth
+        return (memory if memory_only else max(f / d.peak_flops(peak), memory)).to("s")
+
+    slips = {"one sequence's cache, not the batch's": time(c=cache / batch),
+             "one sequence's FLOPs, not the batch's": time(f=flops / batch),
+             "a memory-only step (the FLOPs left out)": time(memory_only=True)}
+    if fmt is not None:
+        bits = {"int4": 4, "int8": 8, "fp8": 8}[fmt]
+        slips["the cache quantized with the weights (weight-only formats leave it FP16)"] = time(c=cache * bits / 16)
+        if fmt in d.precisions:
+            slips[f"the {fmt.upper()} peak (weight-only formats still multiply in FP16)"] = time(peak=fmt)
+        everything = _weights(ref, fmt, precision.group_size, embeddings=True)
+        slips["the embedding table and head quantized too (as shipped they stay 16-bit)"] = time(
+            w=m.weight_bytes(everything))
+    return _named({label: (value / expected).m_as("") for label, value in slips.items()})
+
+
+def _named(factors: dict[str, float]) -> dict[str, float]:
+    """The checker's ``mistakes=`` from slips' factors: those that give the right answer here dropped, those that
+    give the same wrong one named together (the answer cannot tell them apart), the later-listed first."""
+    named: dict[float, list[str]] = {}
+    for label, factor in reversed(list(factors.items())):
+        if abs(factor - 1) <= 0.02:
+            continue
+        same = next((f for f in named if abs(f / factor - 1) < 0.005), factor)
+        named.setdefault(same, []).append(label)
+    return {"; or ".join(labels): factor for factor, labels in named.items()}
 
 
 # -- Exercise 3: and the prefill? ----------------------------------------------------------------------------------
@@ -134,10 +179,21 @@ def _ttft_speedup(answers, case, ref, rl):
     (ttft_speedup,) = answers
     name, device, prompt_len, fmt, group = case
     simple16, careful16 = _prefill_times(ref, name, device, prompt_len, "fp16")
-    simple_q, careful_q = _prefill_times(ref, name, device, prompt_len, _weights(ref, fmt, group))
-    number(ttft_speedup(rl.model(name), rl.hardware(device), prompt_len, fmt, group), (simple16 / simple_q).m_as(""),
+    quantized = _weights(ref, fmt, group)
+    simple_q, careful_q = _prefill_times(ref, name, device, prompt_len, quantized)
+    gain = (simple16 / simple_q).m_as("")
+    m = ref.model(name)
+    slips = {"the bytes alone (a long prompt waits on the FP16 math, which weight-only formats leave alone)":
+                 (m.weight_bytes("fp16") / m.weight_bytes(quantized)).m_as("") / gain,
+             "1x, the math unchanged (a short prompt waits on reading the weights, which shrink)": 1 / gain,
+             "the embedding table and head quantized too (as shipped they stay 16-bit)": (simple16 / _prefill_times(
+                 ref, name, device, prompt_len, _weights(ref, fmt, group, embeddings=True))[0]).m_as("") / gain}
+    if fmt in ref.hardware(device).precisions:
+        slips[f"the {fmt.upper()} peak (weight-only formats still multiply in FP16)"] = (simple16 / _prefill_times(
+            ref, name, device, prompt_len, quantized, fmt)[0]).m_as("") / gain
+    number(ttft_speedup(rl.model(name), rl.hardware(device), prompt_len, fmt, group), gain,
            f"ttft_speedup({name}, {device}, {prompt_len}, {fmt!r}, {group})",
-           accept=((careful16 / careful_q).m_as(""),))
+           accept=((careful16 / careful_q).m_as(""),), mistakes=_named(slips))
 
 
 # -- Exercise 4: 8-bit compute ------------------------------------------------------------------------------------
@@ -170,8 +226,19 @@ def _w8a8_prefill_speedup(answers, case, ref, rl):
     eight = ref.Precision(weights=compute, kv="fp16", compute=compute)
     simple16, careful16 = _prefill_times(ref, name, device, prompt_len, "fp16")
     simple8, careful8 = _prefill_times(ref, name, device, prompt_len, eight, compute)
-    number(w8a8_prefill_speedup(m, d, prompt_len, compute), (simple16 / simple8).m_as(""), said,
-           accept=((careful16 / careful8).m_as(""),))
+    gain = (simple16 / simple8).m_as("")
+    model = ref.model(name)
+    everything = ref.Precision(weights=compute, kv="fp16", compute=compute, quantize_embeddings=True)
+    slips = {"the FP16 peak kept (W8A8 multiplies at the 8-bit rate)":
+                 (simple16 / _prefill_times(ref, name, device, prompt_len, eight)[0]).m_as("") / gain,
+             "the bytes alone (a long prompt waits on the math, which runs twice as fast)":
+                 (model.weight_bytes("fp16") / model.weight_bytes(eight)).m_as("") / gain,
+             "twice the peak, so 2x (a short prompt waits on reading the weights, and the embedding table and head "
+             "stay 16-bit)": 2 / gain,
+             "the embedding table and head in 8 bits too (as shipped they stay 16-bit)": (simple16 / _prefill_times(
+                 ref, name, device, prompt_len, everything, compute)[0]).m_as("") / gain}
+    number(w8a8_prefill_speedup(m, d, prompt_len, compute), gain, said,
+           accept=((careful16 / careful8).m_as(""),), mistakes=_named(slips))
 
 
 # -- Exercise 5: memory freed is room for sequences --------------------------------------------------------------
