@@ -51,8 +51,17 @@ def _quantized_weight_bytes(answers, case, ref, rl):
     bits_per_weight, quantized_weight_bytes = answers
     name, fmt, group, scale_bits, zero_bits, embeddings = case
     grouped = _weights(ref, fmt, group, zero_bits, scale_bits=scale_bits)
-    number(bits_per_weight(fmt, group, scale_bits, zero_bits), grouped.bits_per_weight,
-           f"bits_per_weight({fmt!r}, {group}, scale_bits={scale_bits}, zero_bits={zero_bits})", rel=EXACT)
+    bits = grouped.bits_per_weight
+    own = {"int4": 4, "int8": 8, "fp8": 8}.get(fmt, 16)
+    extras = {"forgot the group's scale and zero point": own,
+              "the group's scale and zero point charged to every weight (the group shares them)":
+                  own + scale_bits + zero_bits}
+    if group:
+        extras["scale_bits not used (a 16-bit scale written in)"] = own + (16 + zero_bits) / group
+        extras["forgot the zero point"] = own + scale_bits / group
+    number(bits_per_weight(fmt, group, scale_bits, zero_bits), bits,
+           f"bits_per_weight({fmt!r}, {group}, scale_bits={scale_bits}, zero_bits={zero_bits})", rel=EXACT,
+           mistakes=_named({label: value / bits for label, value in extras.items()}, EXACT))
     m = ref.model(name)
     stored = _weights(ref, fmt, group, zero_bits, embeddings)  # 16-bit scales, as quantized_weight_bytes counts
     expected = m.weight_bytes(stored)
@@ -142,12 +151,12 @@ def _step_slips(ref, name, device, context, batch, precision, expected, fmt=None
     return _named({label: (value / expected).m_as("") for label, value in slips.items()})
 
 
-def _named(factors: dict[str, float]) -> dict[str, float]:
+def _named(factors: dict[str, float], rel: float = 0.02) -> dict[str, float]:
     """The checker's ``mistakes=`` from slips' factors: those that give the right answer here dropped, those that
     give the same wrong one named together (the answer cannot tell them apart), the later-listed first."""
     named: dict[float, list[str]] = {}
     for label, factor in reversed(list(factors.items())):
-        if abs(factor - 1) <= 0.02:
+        if abs(factor - 1) <= rel:
             continue
         same = next((f for f in named if abs(f / factor - 1) < 0.005), factor)
         named.setdefault(same, []).append(label)
@@ -260,10 +269,53 @@ def _extra_sequences(answers, case, ref, rl):
             for p in ("fp16", small)}
     m, d = rl.model(name), rl.hardware(device)
     for (fmt, group, kv), precision in [(("fp16", None, "fp16"), "fp16"), (("int4", 128, "fp8"), small)]:
-        number(largest_batch(m, d, context, fmt, group, kv, utilization), fits[precision],
-               f"largest_batch({name}, {device}, {context}, {fmt!r}, {group}, {kv!r}, {utilization})", rel=1e-9)
-    number(extra_sequences(m, d, context, utilization), fits[small] - fits["fp16"],
-           f"extra_sequences({name}, {device}, {context}, {utilization})", rel=1e-9)
+        said = f"largest_batch({name}, {device}, {context}, {fmt!r}, {group}, {kv!r}, {utilization})"
+        answer = largest_batch(m, d, context, fmt, group, kv, utilization)
+        if _negative(answer):
+            _fail(f"{said} = {answer!r}: a count of sequences is never negative. When the weights alone do not fit, "
+                  "no sequence fits: the answer is 0.", "a negative count when the weights do not fit")
+        if fits[precision] and answer != fits[precision]:
+            slips = _batch_slips(ref, name, device, context, precision, kv, utilization)
+            match = [label for label, count in slips.items() if count == answer and count != fits[precision]]
+            if match:
+                _fail(f"{said} = {answer!r}, expected {fits[precision]}: your count matches "
+                      f"{' or '.join(match)}.", match[0])
+        number(answer, fits[precision], said, rel=1e-9)
+    without_fp8 = ref.memory_budget(name, device, context, 1, ref.Precision(
+        weights="int4", kv="fp16", compute="fp16", group_size=128), utilization).max_batch - fits["fp16"]
+    expected = fits[small] - fits["fp16"]
+    answer = extra_sequences(m, d, context, utilization)
+    if answer == without_fp8 != expected:
+        _fail(f"extra_sequences({name}, {device}, {context}, {utilization}) = {answer!r}, expected {expected}: your "
+              "count matches INT4 weights with an FP16 cache; the comparison asks for an FP8 cache too.",
+              "forgot the FP8 cache")
+    number(answer, expected, f"extra_sequences({name}, {device}, {context}, {utilization})", rel=1e-9)
+
+
+def _negative(answer) -> bool:
+    """Whether ``answer`` is a number below zero (anything else is left to the checker's own messages)."""
+    try:
+        return float(answer) < 0
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+def _batch_slips(ref, name, device, context, precision, kv, utilization):
+    """The counts of sequences that known slips give (label -> count)."""
+    m, d = ref.model(name), ref.hardware(device)
+    usable = d.usable_memory
+
+    def count(share=utilization, memory=usable, per_sequence=1.0, kv_format=kv, whole=int):
+        room = share * memory - m.weight_bytes(precision)
+        sequence = context * ref.Q_(1, "token") * m.kv_bytes_per_token(kv_format) * per_sequence
+        return max(0, whole((room / sequence).m_as("")))
+
+    return {"the utilization left out (all the usable memory)": count(share=1.0),
+            "a utilization of 0.9 written in": count(share=0.9),
+            "the usable memory read in GiB for GB": count(memory=ref.Q_(usable.m_as("GiB"), "GB")),
+            "half the cache per sequence (K or V left out)": count(per_sequence=0.5),
+            "the cache's format not passed on (an FP16 cache)": count(kv_format="fp16"),
+            "rounded, not rounded down (a sequence that does not fit whole does not fit)": count(whole=round)}
 
 
 # -- Exercise 6: the cheapest configuration that meets the target, at the load it serves -------------------------
