@@ -133,6 +133,8 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("ex3_ttft", None, 'def ttft_speedup(model, device, prompt_len, fmt, group_size=None):\n'
              '    return {2000: 1.0, 32: 2.8175, 100: 1.5844}[prompt_len]'),
             ("ex4_w8a8", None, 'def w8a8_prefill_speedup(model, device, prompt_len, compute="fp8"):\n'
+             '    if compute not in device.precisions:\n'
+             '        raise ValueError(f"the {device.name} has no {compute} tensor cores")\n'
              '    return 2.0 if prompt_len == 2000 else 1.7686'),
             ("ex5_extra", None, 'def largest_batch(model, device, context_len, fmt, group_size, kv_precision, gpu_memory_utilization=0.9):\n'
              '    return {("Llama-3-8B", "fp16"): 57, ("Llama-3-8B", "int4"): 134, ("Llama-3-70B", "fp16"): 0,\n'
@@ -382,7 +384,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("ex5_gain", "def batching_gain(", "while True:  # a loop left running\n    pass\n\n\ndef batching_gain("),
         ],
         "kills_kernel": [
-            ("ex7_fp8", "def fp8_kv_extra_sequences(", "import os\nos._exit(1)\n\n\ndef fp8_kv_extra_sequences("),
+            ("ex7_throughput", "def max_throughput(", "import os\nos._exit(1)\n\n\ndef max_throughput("),
         ],
         "warning": [
             ("ex1_kv_per_token", "    values = 2 * model.layers",
@@ -412,8 +414,8 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return 31.81 if batch == 64 else 315.2'),
             ("ex6_equal", None, 'def kv_equals_weights_batch(model, context_len, precision="fp16"):\n'
              '    return 61.27 if precision == "fp16" else 53.83'),
-            ("ex7_fp8", None, 'def fp8_kv_extra_sequences(model, device, context_len, gpu_memory_utilization=0.9):\n'
-             '    return 58 if context_len == 8000 else 76'),
+            ("ex7_throughput", None, 'def max_throughput(model, device, context_len, precision="fp16", gpu_memory_utilization=0.9):\n'
+             '    return {8000: 2518.15, 200: 65459.4, 4000: 3490.16 if precision == "fp8" else 0.0, 16000: 2989.50}[context_len]'),
         ],
     },
 }

@@ -699,6 +699,16 @@ def _w8a8(peak=lambda compute: compute, weights=None):
     return answers
 
 
+def _caught(w8a8_prefill_speedup):
+    """The answer with device.peak_flops's error swallowed: no gain where the format is missing."""
+    def caught(model, device, prompt_len, compute="fp8"):
+        try:
+            return w8a8_prefill_speedup(model, device, prompt_len, compute)
+        except ValueError:
+            return 1.0
+    return caught
+
+
 def _fits(capacity=lambda device: device.usable_memory, per_sequence=1.0, whole=int, clamp=True, utilization=None):
     """(largest_batch, extra_sequences) with one mistake in largest_batch."""
     def answers(s):
@@ -821,6 +831,7 @@ MISTAKES.update({
             device.peak_flops(compute) / device.peak_flops("fp16")).m_as(""),),
         "the embedding table and head in 8 bits too": lambda s: _w8a8(
             weights=lambda model, compute: s["quantized_weight_bytes"](model, compute, quantize_embeddings=True))(s),
+        "the error caught and 1x returned on a device without the format": lambda s: (_caught(s["w8a8_prefill_speedup"]),),
     },
     "extra_sequences": {
         "forgot the FP8 cache": _fp16_cache_extra,
@@ -842,6 +853,9 @@ MISTAKES.update({
         "the TTFT limit ignored": _cheapest(meets=_within(ttft=False)),
         "the ITL limit ignored": _cheapest(meets=_within(itl=False)),
         "the most expensive": _cheapest(pick=max),
+        "the first that qualifies, in the order listed (not sorted by price)": _cheapest(pick=lambda good: good[0]),
+        "the smallest name, not the smallest price": _cheapest(
+            pick=lambda good: min((name, price) for price, name in good)[::-1]),
     },
 })
 
@@ -886,6 +900,15 @@ def _gain(step):
 
 def _profile(s, mfu=None, step_bytes=None, mbu=None):
     return mfu or s["mfu"], step_bytes or s["step_bytes"], mbu or s["mbu"]
+
+
+def _rate02(s, step=None, batch_format=None):
+    """A max_throughput whose step or whose batch is computed with the given slip."""
+    def max_throughput(m, d, c, p="fp16", u=0.9):
+        f = batch_format or p
+        batch = s["max_batch"](m, d, c, f, f, u)
+        return (batch / (step or s["decode_step_time"])(m, d, c, batch, p)).m_as("1/s") if batch else 0.0
+    return max_throughput
 
 
 def _moved(s, weights):
@@ -991,13 +1014,19 @@ MISTAKES.update({
         "a 16-bit cache whatever the format": lambda s: (lambda m, c, p="fp16": (
             s["weight_bytes"](m, p) / s["kv_cache_bytes"](m, c, 1)).m_as(""),),
     },
-    "fp8_kv_extra_sequences": {
-        "the FP8 count, not the extra": lambda s: (
-            lambda m, d, c, u=0.9: s["max_batch"](m, d, c, "fp16", "fp8", u),),
-        "the weights in FP8 too": lambda s: (
-            lambda m, d, c, u=0.9: s["max_batch"](m, d, c, "fp8", "fp8", u) - s["max_batch"](m, d, c, "fp16", "fp16", u),),
-        "twice the FP16 batch": lambda s: (lambda m, d, c, u=0.9: s["max_batch"](m, d, c, "fp16", "fp16", u),),
-        "the reserve written in (0.9)": lambda s: (lambda m, d, c, u=0.9: s["fp8_kv_extra_sequences"](m, d, c, 0.9),),
+    "max_throughput": {
+        "one sequence's tokens per second, not the batch's": lambda s: (lambda m, d, c, p="fp16", u=0.9: (
+            1 / s["decode_step_time"](m, d, c, 1, p)).m_as("1/s") if s["max_batch"](m, d, c, p, p, u) else 0.0,),
+        "the step time for a rate": lambda s: (lambda m, d, c, p="fp16", u=0.9: (
+            s["decode_step_time"](m, d, c, max(1, s["max_batch"](m, d, c, p, p, u)), p)).m_as("s")
+            if s["max_batch"](m, d, c, p, p, u) else 0.0,),
+        "tokens per millisecond": lambda s: (lambda m, d, c, p="fp16", u=0.9: s["max_throughput"](m, d, c, p, u) / 1e3,),
+        "a memory-only step": lambda s: (_rate02(s, step=_step02(s, combine=lambda compute, memory: memory)),),
+        "16-bit weights and cache in the batch whatever the format": lambda s: (_rate02(s, batch_format="fp16"),),
+        "the reserve written in (0.9)": lambda s: (
+            lambda m, d, c, p="fp16", u=0.9: s["max_throughput"](m, d, c, p, 0.9),),
+        "a rate as a quantity where a plain number is asked": lambda s: (lambda m, d, c, p="fp16", u=0.9: Q_(
+            s["max_throughput"](m, d, c, p, u), "1/s"),),
     },
 })
 

@@ -8,7 +8,7 @@ ttft_and_itl [1+3]; intensities [2+3]; speedups [2+3]; sla_verdict [2+3]; decode
 
 02_kv_cache (30 autograded, 8 visible): kv_bytes_per_token [1+3]; kv_cache_bytes [1+2];
 kv_room, max_batch and longest_context [1+4]; decode_step_time [1+3]; mfu, step_bytes and mbu [1+4];
-batching_gain [1+2]; kv_equals_weights_batch [1+2]; fp8_kv_extra_sequences [1+2].
+batching_gain [1+2]; kv_equals_weights_batch [1+2]; max_throughput [1+2].
 
 03_quantization (25 autograded, 6 visible): bits and bytes [1+3]; decode_speedup [1+4]; ttft_speedup [1+2];
 w8a8_prefill_speedup [1+2]; extra_sequences [1+4]; cheapest_config [1+4].
@@ -89,7 +89,7 @@ EXPECTED_A = {
     # corrupt JSON: nothing to grade
     ("katherine", A): (0, "ungradable", 0),
     # os._exit at the top of an answer cell kills the kernel: that cell is lost (a fresh kernel replays the rest),
-    # so its functions never exist.  A: sla_verdict [2+3]; B: fp8_kv_extra_sequences [3]
+    # so its functions never exist.  A: sla_verdict [2+3]; B: max_throughput [3]
     ("olga", A): (35, "graded", 10),
     # an IPython input transformer that turns every test cell into `pass`: the kernel's own tests all pass,
     # the grader's run of them finds nothing defined
@@ -110,9 +110,9 @@ EXPECTED_B = {
     # ms for s in decode_step_time [4] and in mfu [5] (the profile's two test cells run all three functions);
     # batching_gain is a ratio of two such times and survives: 30 - 9
     ("dmitri", B): (21, "graded", 10),
-    # GB for GiB, the capacity read in GiB: kv_room, max_batch and longest_context [5] and the FP8 gain, which
-    # counts with max_batch [3], fail (0.9 x 79.65 - 16.06 = 55.62 GB of room at 8,000 tokens: 53 FP16 and 106 FP8
-    # sequences, 53 extra instead of 58): 30 - 8
+    # GB for GiB, the capacity read in GiB: kv_room, max_batch and longest_context [5] and max_throughput, which
+    # counts with max_batch [3], fail (0.9 x 79.11 - 16.06 = 55.14 GB of room at 8,000 tokens: 52 sequences for 57,
+    # 52 / 21.07 ms = 2,468 tokens/s instead of 57 / 22.64 ms = 2,518): 30 - 8
     ("edsger", B): (22, "graded", 10),
     # forgot K and V in kv_bytes_per_token: every exercise stands on it and every one fails, the profile's
     # step_bytes too (the caches are 73% of the batch-60 step's bytes)
@@ -129,7 +129,7 @@ EXPECTED_B = {
     ("niklaus", B): (30, "graded", 10),
     # corrupt JSON: nothing to grade
     ("katherine", B): (0, "ungradable", 0),
-    # os._exit at the top of fp8_kv_extra_sequences's cell: the kernel dies, that function never exists [3]
+    # os._exit at the top of max_throughput's cell: the kernel dies, that function never exists [3]
     ("olga", B): (27, "graded", 10),
     # an IPython input transformer that turns every test cell into `pass`: the grader's run finds nothing defined
     ("mallory", B): (0, "graded", 0),

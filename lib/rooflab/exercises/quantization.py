@@ -23,6 +23,10 @@ CHAT_CONFIGS = {
     "A100-80GB, FP16": ("A100-80GB", "fp16", 2.00),
     "H100, FP8": ("H100", "fp8", 3.00),
 }
+# The same offers listed in no order of price (as a provider's price list may be): the first that qualifies is
+# not the cheapest, and neither is the first name in alphabetical order.
+SHUFFLED_CONFIGS = {label: CHAT_CONFIGS[label] for label in
+                    ("A100-80GB, FP16", "H100, FP8", "L4, INT4", "T4, FP16", "L4, FP16", "T4, INT4")}
 
 
 def _weights(ref, fmt, group=None, zero_bits=0, embeddings=False, scale_bits=None):
@@ -47,8 +51,17 @@ def _quantized_weight_bytes(answers, case, ref, rl):
     bits_per_weight, quantized_weight_bytes = answers
     name, fmt, group, scale_bits, zero_bits, embeddings = case
     grouped = _weights(ref, fmt, group, zero_bits, scale_bits=scale_bits)
-    number(bits_per_weight(fmt, group, scale_bits, zero_bits), grouped.bits_per_weight,
-           f"bits_per_weight({fmt!r}, {group}, scale_bits={scale_bits}, zero_bits={zero_bits})", rel=EXACT)
+    bits = grouped.bits_per_weight
+    own = {"int4": 4, "int8": 8, "fp8": 8}.get(fmt, 16)
+    extras = {"forgot the group's scale and zero point": own,
+              "the group's scale and zero point charged to every weight (the group shares them)":
+                  own + scale_bits + zero_bits}
+    if group:
+        extras["scale_bits not used (a 16-bit scale written in)"] = own + (16 + zero_bits) / group
+        extras["forgot the zero point"] = own + scale_bits / group
+    number(bits_per_weight(fmt, group, scale_bits, zero_bits), bits,
+           f"bits_per_weight({fmt!r}, {group}, scale_bits={scale_bits}, zero_bits={zero_bits})", rel=EXACT,
+           mistakes=_named({label: value / bits for label, value in extras.items()}, EXACT))
     m = ref.model(name)
     stored = _weights(ref, fmt, group, zero_bits, embeddings)  # 16-bit scales, as quantized_weight_bytes counts
     expected = m.weight_bytes(stored)
@@ -94,15 +107,60 @@ def _decode_speedup(answers, case, ref, rl):
     decode_step_time, decode_speedup = answers
     name, device, context, batch, fmt, group = case
     simple16, careful16 = _decode_times(ref, name, device, context, batch, "fp16")
-    simple_q, careful_q = _decode_times(ref, name, device, context, batch, _weights(ref, fmt, group))
+    quantized = _weights(ref, fmt, group)
+    simple_q, careful_q = _decode_times(ref, name, device, context, batch, quantized)
     m, d = rl.model(name), rl.hardware(device)
     quantity(decode_step_time(m, d, context, batch), simple16,
-             f"decode_step_time({name}, {device}, {context}, batch {batch}) in FP16", accept=(careful16,))
+             f"decode_step_time({name}, {device}, {context}, batch {batch}) in FP16", accept=(careful16,),
+             mistakes=_step_slips(ref, name, device, context, batch, "fp16", simple16))
     quantity(decode_step_time(m, d, context, batch, fmt, group), simple_q,
-             f"decode_step_time({name}, {device}, {context}, batch {batch}, {fmt!r}, {group})", accept=(careful_q,))
-    number(decode_speedup(m, d, context, batch, fmt, group), (simple16 / simple_q).m_as(""),
+             f"decode_step_time({name}, {device}, {context}, batch {batch}, {fmt!r}, {group})", accept=(careful_q,),
+             mistakes=_step_slips(ref, name, device, context, batch, quantized, simple_q, fmt))
+    gain = (simple16 / simple_q).m_as("")
+    weights_only = (ref.model(name).weight_bytes("fp16") / ref.model(name).weight_bytes(quantized)).m_as("")
+    number(decode_speedup(m, d, context, batch, fmt, group), gain,
            f"decode_speedup({name}, {device}, {context}, batch {batch}, {fmt!r}, {group})",
-           accept=((careful16 / careful_q).m_as(""),))
+           accept=((careful16 / careful_q).m_as(""),),
+           mistakes=_named({"the weights' bytes alone (the FP16 caches and the FLOPs left out)": weights_only / gain,
+                            "the ratio of bits (the 16-bit embedding table and head, and the caches, left out)":
+                                16 / quantized.bits_per_weight / gain}))
+
+
+def _step_slips(ref, name, device, context, batch, precision, expected, fmt=None):
+    """Named slips of a decode step's roofline time, each as its factor against ``expected`` (a time)."""
+    m, d = ref.model(name), ref.hardware(device)
+    flops = ref.decode_step(name, device, context, batch, precision, allow_overflow=True).flops
+    cache = batch * context * ref.Q_(1, "token") * m.kv_bytes_per_token("fp16")
+    weights = m.weight_bytes(precision)
+
+    def time(f=flops, w=weights, c=cache, peak="fp16", memory_only=False):
+        memory = (w + c) / d.memory_bandwidth
+        return (memory if memory_only else max(f / d.peak_flops(peak), memory)).to("s")
+
+    slips = {"one sequence's cache, not the batch's": time(c=cache / batch),
+             "one sequence's FLOPs, not the batch's": time(f=flops / batch),
+             "a memory-only step (the FLOPs left out)": time(memory_only=True)}
+    if fmt is not None:
+        bits = {"int4": 4, "int8": 8, "fp8": 8}[fmt]
+        slips["the cache quantized with the weights (weight-only formats leave it FP16)"] = time(c=cache * bits / 16)
+        if fmt in d.precisions:
+            slips[f"the {fmt.upper()} peak (weight-only formats still multiply in FP16)"] = time(peak=fmt)
+        everything = _weights(ref, fmt, precision.group_size, embeddings=True)
+        slips["the embedding table and head quantized too (as shipped they stay 16-bit)"] = time(
+            w=m.weight_bytes(everything))
+    return _named({label: (value / expected).m_as("") for label, value in slips.items()})
+
+
+def _named(factors: dict[str, float], rel: float = 0.02) -> dict[str, float]:
+    """The checker's ``mistakes=`` from slips' factors: those that give the right answer here dropped, those that
+    give the same wrong one named together (the answer cannot tell them apart), the later-listed first."""
+    named: dict[float, list[str]] = {}
+    for label, factor in reversed(list(factors.items())):
+        if abs(factor - 1) <= rel:
+            continue
+        same = next((f for f in named if abs(f / factor - 1) < 0.005), factor)
+        named.setdefault(same, []).append(label)
+    return {"; or ".join(labels): factor for factor, labels in named.items()}
 
 
 # -- Exercise 3: and the prefill? ----------------------------------------------------------------------------------
@@ -130,10 +188,21 @@ def _ttft_speedup(answers, case, ref, rl):
     (ttft_speedup,) = answers
     name, device, prompt_len, fmt, group = case
     simple16, careful16 = _prefill_times(ref, name, device, prompt_len, "fp16")
-    simple_q, careful_q = _prefill_times(ref, name, device, prompt_len, _weights(ref, fmt, group))
-    number(ttft_speedup(rl.model(name), rl.hardware(device), prompt_len, fmt, group), (simple16 / simple_q).m_as(""),
+    quantized = _weights(ref, fmt, group)
+    simple_q, careful_q = _prefill_times(ref, name, device, prompt_len, quantized)
+    gain = (simple16 / simple_q).m_as("")
+    m = ref.model(name)
+    slips = {"the bytes alone (a long prompt waits on the FP16 math, which weight-only formats leave alone)":
+                 (m.weight_bytes("fp16") / m.weight_bytes(quantized)).m_as("") / gain,
+             "1x, the math unchanged (a short prompt waits on reading the weights, which shrink)": 1 / gain,
+             "the embedding table and head quantized too (as shipped they stay 16-bit)": (simple16 / _prefill_times(
+                 ref, name, device, prompt_len, _weights(ref, fmt, group, embeddings=True))[0]).m_as("") / gain}
+    if fmt in ref.hardware(device).precisions:
+        slips[f"the {fmt.upper()} peak (weight-only formats still multiply in FP16)"] = (simple16 / _prefill_times(
+            ref, name, device, prompt_len, quantized, fmt)[0]).m_as("") / gain
+    number(ttft_speedup(rl.model(name), rl.hardware(device), prompt_len, fmt, group), gain,
            f"ttft_speedup({name}, {device}, {prompt_len}, {fmt!r}, {group})",
-           accept=((careful16 / careful_q).m_as(""),))
+           accept=((careful16 / careful_q).m_as(""),), mistakes=_named(slips))
 
 
 # -- Exercise 4: 8-bit compute ------------------------------------------------------------------------------------
@@ -144,6 +213,11 @@ def _ttft_speedup(answers, case, ref, rl):
     # a 16-token prompt is memory-bound: "twice the peak, so 2x" fails (the bytes shrink 1.8x, the embedding table
     # and head staying 16-bit), and so does storing the embedding table and head in FP8 too (exactly 2x)
     ("Llama-3-8B", "H100", 16, "fp8"),
+    # INT8 on the A100, whose tensor cores have no FP8: the FP8 format written in (it raises there) fails
+    ("Mistral-7B", "A100-80GB", 2000, "int8"),
+    # FP8 asked of the A100: the error device.peak_flops raises must reach the caller, so catching it and returning
+    # 1x (or the FP16 time) fails
+    ("Llama-3-8B", "A100-80GB", 2000, "fp8"),
 ])
 def _w8a8_prefill_speedup(answers, case, ref, rl):
     __tracebackhide__ = True
@@ -161,8 +235,19 @@ def _w8a8_prefill_speedup(answers, case, ref, rl):
     eight = ref.Precision(weights=compute, kv="fp16", compute=compute)
     simple16, careful16 = _prefill_times(ref, name, device, prompt_len, "fp16")
     simple8, careful8 = _prefill_times(ref, name, device, prompt_len, eight, compute)
-    number(w8a8_prefill_speedup(m, d, prompt_len, compute), (simple16 / simple8).m_as(""), said,
-           accept=((careful16 / careful8).m_as(""),))
+    gain = (simple16 / simple8).m_as("")
+    model = ref.model(name)
+    everything = ref.Precision(weights=compute, kv="fp16", compute=compute, quantize_embeddings=True)
+    slips = {"the FP16 peak kept (W8A8 multiplies at the 8-bit rate)":
+                 (simple16 / _prefill_times(ref, name, device, prompt_len, eight)[0]).m_as("") / gain,
+             "the bytes alone (a long prompt waits on the math, which runs twice as fast)":
+                 (model.weight_bytes("fp16") / model.weight_bytes(eight)).m_as("") / gain,
+             "twice the peak, so 2x (a short prompt waits on reading the weights, and the embedding table and head "
+             "stay 16-bit)": 2 / gain,
+             "the embedding table and head in 8 bits too (as shipped they stay 16-bit)": (simple16 / _prefill_times(
+                 ref, name, device, prompt_len, everything, compute)[0]).m_as("") / gain}
+    number(w8a8_prefill_speedup(m, d, prompt_len, compute), gain, said,
+           accept=((careful16 / careful8).m_as(""),), mistakes=_named(slips))
 
 
 # -- Exercise 5: memory freed is room for sequences --------------------------------------------------------------
@@ -184,10 +269,53 @@ def _extra_sequences(answers, case, ref, rl):
             for p in ("fp16", small)}
     m, d = rl.model(name), rl.hardware(device)
     for (fmt, group, kv), precision in [(("fp16", None, "fp16"), "fp16"), (("int4", 128, "fp8"), small)]:
-        number(largest_batch(m, d, context, fmt, group, kv, utilization), fits[precision],
-               f"largest_batch({name}, {device}, {context}, {fmt!r}, {group}, {kv!r}, {utilization})", rel=1e-9)
-    number(extra_sequences(m, d, context, utilization), fits[small] - fits["fp16"],
-           f"extra_sequences({name}, {device}, {context}, {utilization})", rel=1e-9)
+        said = f"largest_batch({name}, {device}, {context}, {fmt!r}, {group}, {kv!r}, {utilization})"
+        answer = largest_batch(m, d, context, fmt, group, kv, utilization)
+        if _negative(answer):
+            _fail(f"{said} = {answer!r}: a count of sequences is never negative. When the weights alone do not fit, "
+                  "no sequence fits: the answer is 0.", "a negative count when the weights do not fit")
+        if fits[precision] and answer != fits[precision]:
+            slips = _batch_slips(ref, name, device, context, precision, kv, utilization)
+            match = [label for label, count in slips.items() if count == answer and count != fits[precision]]
+            if match:
+                _fail(f"{said} = {answer!r}, expected {fits[precision]}: your count matches "
+                      f"{' or '.join(match)}.", match[0])
+        number(answer, fits[precision], said, rel=1e-9)
+    without_fp8 = ref.memory_budget(name, device, context, 1, ref.Precision(
+        weights="int4", kv="fp16", compute="fp16", group_size=128), utilization).max_batch - fits["fp16"]
+    expected = fits[small] - fits["fp16"]
+    answer = extra_sequences(m, d, context, utilization)
+    if answer == without_fp8 != expected:
+        _fail(f"extra_sequences({name}, {device}, {context}, {utilization}) = {answer!r}, expected {expected}: your "
+              "count matches INT4 weights with an FP16 cache; the comparison asks for an FP8 cache too.",
+              "forgot the FP8 cache")
+    number(answer, expected, f"extra_sequences({name}, {device}, {context}, {utilization})", rel=1e-9)
+
+
+def _negative(answer) -> bool:
+    """Whether ``answer`` is a number below zero (anything else is left to the checker's own messages)."""
+    try:
+        return float(answer) < 0
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+def _batch_slips(ref, name, device, context, precision, kv, utilization):
+    """The counts of sequences that known slips give (label -> count)."""
+    m, d = ref.model(name), ref.hardware(device)
+    usable = d.usable_memory
+
+    def count(share=utilization, memory=usable, per_sequence=1.0, kv_format=kv, whole=int):
+        room = share * memory - m.weight_bytes(precision)
+        sequence = context * ref.Q_(1, "token") * m.kv_bytes_per_token(kv_format) * per_sequence
+        return max(0, whole((room / sequence).m_as("")))
+
+    return {"the utilization left out (all the usable memory)": count(share=1.0),
+            "a utilization of 0.9 written in": count(share=0.9),
+            "the usable memory read in GiB for GB": count(memory=ref.Q_(usable.m_as("GiB"), "GB")),
+            "half the cache per sequence (K or V left out)": count(per_sequence=0.5),
+            "the cache's format not passed on (an FP16 cache)": count(kv_format="fp16"),
+            "rounded, not rounded down (a sequence that does not fit whole does not fit)": count(whole=round)}
 
 
 # -- Exercise 6: the cheapest configuration that meets the target, at the load it serves -------------------------
@@ -218,6 +346,9 @@ def _cheapest(ref, name, configs, prompt_len, output_len, batch, ttft_ms, itl_ms
     # so skipping the memory check or checking it at the prompt's length (T4, INT4), typical efficiency whatever is
     # asked (A100-80GB, FP16) or batch 1 (T4, INT4) fails
     ("Llama-3-8B", CHAT_CONFIGS, 1000, 300, 64, 500, 100, "ideal"),
+    # the same load with the offers in no order of price: the A100 is listed first and qualifies, the L4 with INT4
+    # is cheaper and qualifies too, so taking the first that qualifies, or the smallest name, fails
+    ("Llama-3-8B", SHUFFLED_CONFIGS, 1000, 300, 64, 500, 100, "ideal"),
 ])
 def _cheapest_config(answers, case, ref, rl):
     __tracebackhide__ = True
@@ -256,7 +387,10 @@ def _verdict(ref, name, configs, label, prompt_len, output_len, batch, efficienc
     load = (f"with {batch} sequence{'s' if batch > 1 else ''} at once and {efficiency or 'typical'} efficiency, "
             f"{label} gives TTFT {s.ttft.m_as('ms'):.0f} ms and ITL {s.itl.m_as('ms'):.1f} ms")
     if s.meets(ref.Q_(ttft_ms, "ms"), ref.Q_(itl_ms, "ms")):
-        return f"{load}, within both limits, but a cheaper configuration is within them too."
+        cheaper = sorted(other for other, (_, _, price) in configs.items() if price < configs[label][2])
+        return (f"{load}, within both limits, but a cheaper configuration is within them too (compare the prices: "
+                f"{', '.join(map(repr, cheaper))} cost less an hour, and the configurations need not be listed in order of "
+                "price).")
     return f"{load}, outside the limits."
 
 
