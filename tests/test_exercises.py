@@ -19,7 +19,7 @@ from course.nbgrader_run import SOURCE, assignments
 from rooflab import check, exercises
 from rooflab.check import MISTAKE_TAG
 
-from exercise_mistakes import MISTAKES
+from exercise_mistakes import HINTS, MISTAKES
 
 matplotlib.use("Agg")
 
@@ -96,7 +96,9 @@ def test_each_listed_mistake_fails_a_visible_case(name, mistake):
         "forgot 2 FLOPs per multiply-add", "forgot K and V (or the 2 bytes of an fp16 value)",
         "a bare number where a quantity is asked", "a rate for an amount", "an amount for a rate",
         "a ratio upside down"}
-    if mistake in checker_names:
+    if mistake in HINTS:
+        assert named == [HINTS[mistake]], str(failure.value)
+    elif mistake in checker_names:
         assert named == [mistake], str(failure.value)
 
 

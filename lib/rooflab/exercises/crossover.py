@@ -16,6 +16,7 @@ from . import exercise, question
 
 A = "04_crossover"
 EXACT = 1e-3  # FLOP and byte counts are exact arithmetic: only rounding may differ
+PRECISION_SLIP = "the precision not passed on (2 bytes a value, or the FP16 peak)"
 
 
 def _whole(answer, expected, call: str) -> None:
@@ -42,6 +43,9 @@ def _whole(answer, expected, call: str) -> None:
     # 8-bit weights and the FP8 peak: the precision ignored (2 bytes, the FP16 peak) is off by 2 or 1/2, and GB
     # for GiB in the weights (off by 1.074) no longer lands near the careful count, as it does on Llama-3-8B
     ("Llama-3-70B", "H200", "fp8"),
+    # a mixture of experts: a batch this large reads every expert, so the weights read are all 46.7 B parameters,
+    # while a token computes with its 12.9 B active ones; the active parameters read instead is off by 3.6
+    ("Mixtral-8x7B", "H200", "fp16"),
 ])
 def _compute_bound_batch(answers, case, ref, rl):
     __tracebackhide__ = True
@@ -53,9 +57,13 @@ def _compute_bound_batch(answers, case, ref, rl):
     simple, shipped = (((w / d.memory_bandwidth) / (flops / d.peak_flops(precision))).m_as("")
                        for w in (every_weight, m.weight_bytes(precision)))
     answer = compute_bound_batch(rl.model(name), rl.hardware(device), precision)
+    mistakes = {"GB for GiB": 2**30 / 1e9}
+    if ref.bytes_per_element(precision) == 1:  # 2 bytes a weight doubles the batch, the FP16 peak halves it
+        mistakes[PRECISION_SLIP] = 2
+    if m.is_moe:  # reading only the active weights: one token's worth, not the batch's
+        mistakes["the active parameters read, not every expert"] = m.total_params / m.active_params
     number(answer, simple, f"compute_bound_batch({name}, {device}, {precision!r})",
-           accept=(shipped, ref.decode_compute_bound_batch(name, device, precision=precision)),
-           mistakes={"GB for GiB": 2**30 / 1e9})
+           accept=(shipped, ref.decode_compute_bound_batch(name, device, precision=precision)), mistakes=mistakes)
 
 
 # -- Exercise 2: a decode step's three operations ---------------------------------------------------------------
@@ -68,6 +76,10 @@ def _compute_bound_batch(answers, case, ref, rl):
     # batch 1,024 at 300 tokens on another device: the body and the head are compute-bound, so a memory-only
     # roofline, the head's FLOPs for one token instead of the batch, or FLOPs without their factor 2 show
     ("Mistral-7B", "A100-80GB", 300, 1024, "bf16"),
+    # FP8 at batch 256: 1-byte weights and caches and the FP8 peak. The body is memory-bound at FP8 (512 FLOP/B
+    # against the H100's FP8 ridge of 591) but would be compute-bound at the FP16 peak, so a precision not passed
+    # on to the peak, the weights or the caches (2 bytes a value) shows in the body, the attention or both
+    ("Llama-3-8B", "H100", 2000, 256, "fp8"),
 ])
 def _decode_parts(answers, case, ref, rl):
     __tracebackhide__ = True
@@ -76,7 +88,7 @@ def _decode_parts(answers, case, ref, rl):
     m = ref.model(name)
     expected = ref.decode_step(name, "H100", 4000, 1, precision, allow_overflow=True).parts["attention"].intensity
     quantity(attention_intensity(rl.model(name), precision), expected, f"attention_intensity({name}, {precision!r})",
-             mistakes={"query heads for KV heads": m.heads / m.kv_heads})
+             mistakes={"query heads for KV heads": m.heads / m.kv_heads, **_precision_slips(precision, ref)})
     if len(case) == 2:  # (model, precision): the intensity alone
         return
     _, device, context, batch, _ = case
@@ -87,9 +99,19 @@ def _decode_parts(answers, case, ref, rl):
         _fail(f"{call} should return a dict with the keys 'body', 'attention' and 'head', got {parts!r}")
     expected = {"body": _weight_matmuls(step, "time"), "attention": step.parts["attention"].time,
                 "head": step.parts["head"].time}
+    accept = {}
+    if ref.bytes_per_element(precision) == 1:
+        # FP8 checkpoints as shipped keep the head in 16 bits (the library's count, accepted); the exercise's
+        # convention is every weight in the precision asked for, the head too
+        d = ref.hardware(device)
+        accept["head"] = (expected["head"],)
+        expected["head"] = max(ref.Q_(batch * 2 * m.d_model * m.vocab, "FLOP") / d.peak_flops(precision),
+                               ref.Q_(m.d_model * m.vocab, "B") / d.memory_bandwidth).to("s")
     for operation in ("body", "attention", "head"):
-        quantity(parts[operation], expected[operation], f"{call}[{operation!r}]",
-                 mistakes={"forgot K or V in the cache": 2, "per sequence for per batch": batch})
+        quantity(parts[operation], expected[operation], f"{call}[{operation!r}]", accept=accept.get(operation, ()),
+                 # at 8 bits a doubled part is the precision first: the fp16 cases name a missing K or V before
+                 mistakes={**_precision_slips(precision, ref), "forgot K or V in the cache": 2,
+                           "per sequence for per batch": batch})
 
 
 # -- Exercise 3: mixture of experts ------------------------------------------------------------------------------
@@ -127,9 +149,20 @@ def _moe_decode(answers, case, ref, rl):
              f"moe_body_bytes({name}, {batch}, {precision!r})", rel=EXACT,
              mistakes={"bytes per value of another precision": 2})
     # The experts' smallest compute-bound batch, exactly: one too many or too few fails.
-    number(moe_compute_bound_batch(rl.model(name), rl.hardware(device), precision),
-           _moe_crossing(ref, name, device, precision), f"moe_compute_bound_batch({name}, {device}, {precision!r})",
-           rel=1e-9)
+    answer = moe_compute_bound_batch(rl.model(name), rl.hardware(device), precision)
+    call = f"moe_compute_bound_batch({name}, {device}, {precision!r})"
+    if m.is_moe and answer == _moe_crossing(ref, name, device, precision, lumped=True):
+        _fail(f"{call} = {answer!r}: that is where the whole body (attention projections, router and experts "
+              "together) turns compute-bound. Price the experts as an operation of their own: their FLOPs against "
+              "the bytes of the experts read only; the projections, read once for the batch, cross much earlier.",
+              "projections and experts lumped into one body")
+    number(answer, _moe_crossing(ref, name, device, precision), call, rel=1e-9)
+
+
+def _precision_slips(precision: str, ref) -> dict[str, float]:
+    """At 8 bits, the factor a precision not passed on to the bytes gives: 2 bytes a value, twice the time of a
+    memory-bound part.  (The FP16 peak instead moves a part across the ridge: no single factor to name.)"""
+    return {PRECISION_SLIP: 2} if ref.bytes_per_element(precision) == 1 else {}
 
 
 def _weight_matmuls(step, what: str):
@@ -138,17 +171,20 @@ def _weight_matmuls(step, what: str):
     return sum((getattr(step.parts[name], what) for name in names[1:]), getattr(step.parts[names[0]], what))
 
 
-def _moe_crossing(ref, name, device, precision) -> int:
+def _moe_crossing(ref, name, device, precision, lumped: bool = False) -> int:
     """Smallest batch b at which the experts turn compute-bound:
-    b x 2 x k x layers x expert params / peak >= layers x experts read x expert params x bytes / bandwidth."""
+    b x 2 x k x layers x expert params / peak >= layers x experts read x expert params x bytes / bandwidth.
+    With ``lumped``, the mistake of pricing the whole body as one operation: the shared weights added to both sides."""
     m, d = ref.model(name), ref.hardware(device)
     per_value = ref.bytes_per_element(precision)
     peak, bandwidth = d.peak_flops(precision).m_as("FLOP/s"), d.memory_bandwidth.m_as("B/s")
     expert = m.layers * m.expert_params_per_layer()
+    shared = m.shared_non_embedding_params if lumped else 0
 
     def compute_bound(b: int) -> bool:
         experts = float(ref.serving.expected_experts(m.experts, m.experts_per_token, b))
-        return b * 2 * m.experts_per_token * expert / peak >= experts * expert * per_value / bandwidth
+        return (b * 2 * (m.experts_per_token * expert + shared) / peak
+                >= (experts * expert + shared) * per_value / bandwidth)
 
     high = 1
     while not compute_bound(high):
@@ -167,6 +203,9 @@ def _moe_crossing(ref, name, device, precision) -> int:
     # non-causal attention doubles it) and 32,000 (37.5%: counting the embedding table and head in P shows); the
     # half-way length catches a full attention matrix (half of it) and a missing factor of layers
     ("Llama-3.1-8B", (4, 2000, 32000)),
+    # a mixture of experts: P is the active parameters (a token passes through 2 of 8 experts), so every
+    # parameter in P (all 46.4 B) makes attention's share about 3.7 times too small at 4,096 tokens
+    ("Mixtral-8x7B", (16, 4096, 32768)),
 ])
 def _attention_share(answers, case, ref, rl):
     __tracebackhide__ = True
