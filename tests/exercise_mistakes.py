@@ -16,7 +16,7 @@ import numpy as np
 import rooflab as rl
 from rooflab import Q_
 
-HINTS: dict[str, str] = {}  # mistake -> the name its exercise's hint gives it (tests/test_exercises.py asserts it)
+HINTS: dict[tuple[str, str], str] = {}  # (exercise, mistake) -> the name its exercise's hint gives it (tests/test_exercises.py asserts it)
 
 
 def _scaled(function, factor):
@@ -985,14 +985,16 @@ def _spec(s, at_batch_1=False, ideal=False, one_step=False, one_prefill=False, p
 # The hint each 04 mistake must get, where an exercise names it itself (beyond the checker's own names).
 _PRECISION = "the precision not passed on (2 bytes a value, or the FP16 peak)"
 HINTS.update({
-    "the FP16 peak with 8-bit weights": _PRECISION, "2 bytes a weight at any precision": _PRECISION,
-    "the active parameters read, not every expert": "the active parameters read, not every expert",
-    "2 bytes a value at any precision (the precision not passed on)": _PRECISION,
-    "the intensity at 2 bytes a value whatever the precision": _PRECISION,
-    "query heads for KV heads": "query heads for KV heads",
-    "forgot K or V in the cache": "forgot K or V in the cache",
-    "the cache of one sequence, not the batch": "per sequence for per batch",
-    "projections and experts lumped into one body": "projections and experts lumped into one body",
+    ("compute_bound_batch", "the FP16 peak with 8-bit weights"): _PRECISION,
+    ("compute_bound_batch", "2 bytes a weight at any precision"): _PRECISION,
+    ("compute_bound_batch", "the active parameters read, not every expert"):
+        "the active parameters read, not every expert",
+    ("decode_parts", "2 bytes a value at any precision (the precision not passed on)"): _PRECISION,
+    ("decode_parts", "the intensity at 2 bytes a value whatever the precision"): _PRECISION,
+    ("decode_parts", "query heads for KV heads"): "query heads for KV heads",
+    ("decode_parts", "forgot K or V in the cache"): "forgot K or V in the cache",
+    ("decode_parts", "the cache of one sequence, not the batch"): "per sequence for per batch",
+    ("moe_decode", "projections and experts lumped into one body"): "projections and experts lumped into one body",
 })
 
 MISTAKES.update({

@@ -96,8 +96,8 @@ def test_each_listed_mistake_fails_a_visible_case(name, mistake):
         "forgot 2 FLOPs per multiply-add", "forgot K and V (or the 2 bytes of an fp16 value)",
         "a bare number where a quantity is asked", "a rate for an amount", "an amount for a rate",
         "a ratio upside down"}
-    if mistake in HINTS:
-        assert named == [HINTS[mistake]], str(failure.value)
+    if (name, mistake) in HINTS:
+        assert named == [HINTS[name, mistake]], str(failure.value)
     elif mistake in checker_names:
         assert named == [mistake], str(failure.value)
 
