@@ -15,9 +15,8 @@ import numpy as np
 
 import rooflab as rl
 from rooflab import Q_
-
-HINTS: dict[tuple[str, str], str] = {}  # (exercise, mistake) -> the name its exercise's hint gives it (tests/test_exercises.py asserts it)
-
+from rooflab.check import PRECISION_NOT_PASSED, QUANTITY_FOR_NUMBER
+from rooflab.exercises.two_phases import FP16_PEAK, MEMORY_AT_FP16, OUTPUT_STEPS, REQUEST_AT_FP16, TIE, TOTAL_FOR_ACTIVE
 
 def _scaled(function, factor):
     return lambda *args, **kwargs: function(*args, **kwargs) * factor
@@ -41,16 +40,22 @@ def _decode_bytes(s, kv_heads=None, per_value=None, kv_scale=1.0, weights=None):
     return decode_bytes
 
 
-def _ttft_and_itl(s, weights=None, kv=True, prefill_compute_only=False, scale=1.0, swapped=False):
-    """ttft_and_itl built from the reference functions with one slip."""
+def _ttft_and_itl(s, weights=None, kv=True, prefill_compute_only=False, scale=1.0, swapped=False, peak_at=None,
+                  bytes_at=None):
+    """ttft_and_itl built from the reference functions with one slip (``peak_at``, ``bytes_at``: the precision
+    roofline_time, or weight_bytes and decode_bytes, are called with instead of the one asked; "default": none)."""
+    def at(p, given):
+        return () if given == "default" else (given or p,)
+
     def ttft_and_itl(m, d, n, p="fp16"):
-        w = (weights or s["weight_bytes"])(m, p)
+        w = (weights or s["weight_bytes"])(m, *at(p, bytes_at))
         if prefill_compute_only:
             ttft = (s["prefill_flops"](m, n) / d.peak_flops(p)).to("s")
         else:
-            ttft, _ = s["roofline_time"](s["prefill_flops"](m, n), w, d, p)
-        cache = s["decode_bytes"](m, n, p) - s["weight_bytes"](m, p) if kv else Q_(0, "B")
-        itl, _ = s["roofline_time"](s["decode_flops"](m, n), w + cache, d, p)
+            ttft, _ = s["roofline_time"](s["prefill_flops"](m, n), w, d, *at(p, peak_at))
+        cache = (s["decode_bytes"](m, n, *at(p, bytes_at)) - s["weight_bytes"](m, *at(p, bytes_at)) if kv
+                 else Q_(0, "B"))
+        itl, _ = s["roofline_time"](s["decode_flops"](m, n), w + cache, d, *at(p, peak_at))
         return (itl * scale, ttft * scale) if swapped else (ttft * scale, itl * scale)
     return ttft_and_itl
 
@@ -69,17 +74,21 @@ _compute = lambda f, peak: (f / peak).to("s")  # noqa: E731
 _memory = lambda b, bandwidth: (b / bandwidth).to("s")  # noqa: E731
 
 
-def _sla(s, budget_len=None, efficiency=None, check_itl=True, bare=False, check_memory=True):
-    """sla_verdict with one slip: the context memory is checked at, the efficiency used, the limits compared."""
+def _sla(s, budget_len=None, efficiency=None, check_itl=True, bare=False, check_memory=True, memory_precision=True,
+         request_precision=True):
+    """sla_verdict with one slip: the context memory is checked at, the efficiency used, the limits compared, the
+    precision passed on (or not) to the memory check and to rl.request."""
     import rooflab as rl
 
     def sla_verdict(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16",
                     efficiency_asked="typical"):
         context = (budget_len or (lambda p, o: p + o))(prompt_len, output_len)
-        if check_memory and not rl.memory_budget(model, device, context, precision=precision).fits:
+        memory = rl.memory_budget(model, device, context, precision=precision) if memory_precision else \
+            rl.memory_budget(model, device, context)
+        if check_memory and not memory.fits:
             return "does not fit"
-        r = rl.request(model, device, prompt_len, output_len, precision=precision,
-                       efficiency=efficiency or efficiency_asked)
+        r = rl.request(model, device, prompt_len, output_len, efficiency=efficiency or efficiency_asked,
+                       **({"precision": precision} if request_precision else {}))
         if bare:
             ttft_ok, itl_ok = r.ttft.m_as("ms") < ttft_limit.magnitude, r.itl.m_as("ms") < itl_limit.magnitude
         else:
@@ -219,6 +228,51 @@ def _per_gpu(pick=lambda tp2, one: (tp2, one), value=lambda best: best.output_th
 
 
 
+# The hint (mistake tag) each of these mistakes must get, beyond the checker's own names (test_exercises.py).
+HINTS = {
+    "prefill_flops": {
+        TOTAL_FOR_ACTIVE: TOTAL_FOR_ACTIVE,
+        "attention counted in full, not causal": "the attention term doubled",
+        "attention left out": "the attention term left out",
+        "logits left out": "the logits term left out",
+        "logits for every prompt token": "the logits term multiplied by prompt_len",
+        "the prompt's tokens counted from 0 (n - 1 through the weights)": "off by one in prompt_len",
+    },
+    "weight_bytes": {"the format ignored (2 bytes a value whatever is asked)": "2 bytes a value whatever the format"},
+    "decode_bytes": {
+        "weights from a weight_bytes in GiB labelled GB": "GB for GiB in the weights term",
+        "bits for bytes in the KV cache": "bits for bytes",
+        "the cache at 2 bytes a value whatever the format": PRECISION_NOT_PASSED,
+    },
+    "roofline_time": {
+        "the fp16 peak whatever the format": FP16_PEAK,
+        "> where the rule says >= (a tie called memory)": TIE,
+    },
+    "ttft_and_itl": {
+        "the precision not passed on to roofline_time": PRECISION_NOT_PASSED,
+        "the precision not passed on to weight_bytes and decode_bytes": PRECISION_NOT_PASSED,
+        "the precision passed on to nothing": PRECISION_NOT_PASSED,
+    },
+    "intensities": {
+        "the precision not passed on to weight_bytes and decode_bytes": PRECISION_NOT_PASSED,
+        "> where the rule says >= (the ridge point itself called memory)": TIE,
+    },
+    "speedups": {
+        "the precision not passed on (the times at fp16)": PRECISION_NOT_PASSED,
+        "quantities returned, not plain numbers": QUANTITY_FOR_NUMBER,
+    },
+    "sla_verdict": {
+        "the precision not passed on to the memory check": MEMORY_AT_FP16,
+        "the precision not passed on to rl.request": REQUEST_AT_FP16,
+    },
+    "decode_share": {
+        "output_len steps, not output_len - 1": OUTPUT_STEPS,
+        "magnitudes mixed across units": "seconds added to milliseconds",
+        "a quantity returned, not a plain number": QUANTITY_FOR_NUMBER,
+    },
+}
+
+
 MISTAKES = {
     "prefill_flops": {
         "forgot 2 FLOPs per multiply-add": lambda s: (_scaled(s["prefill_flops"], 0.5),),
@@ -233,6 +287,11 @@ MISTAKES = {
             lambda m, n: s["prefill_flops"](m, n) + Q_(2 * (m.total_params - m.non_embedding_params) * n, "FLOP"),),
         "a unit prefix (G for none?)": lambda s: (lambda m, n: Q_(s["prefill_flops"](m, n).m_as("GFLOP"), "FLOP"),),
         "a bare number where a quantity is asked": lambda s: (lambda m, n: s["prefill_flops"](m, n).m_as("FLOP"),),
+        TOTAL_FOR_ACTIVE: lambda s: (lambda m, n: Q_(
+            2 * m.non_embedding_params * n + 2 * m.layers * m.attention_width * n * n + 2 * m.d_model * m.vocab,
+            "FLOP"),),
+        "the prompt's tokens counted from 0 (n - 1 through the weights)": lambda s: (
+            lambda m, n: s["prefill_flops"](m, n) - Q_(2 * m.active_non_embedding_params, "FLOP"),),
     },
     "weight_bytes": {
         "parameters for bytes": lambda s: (lambda m, p="fp16": Q_(m.total_params, "B"),),
@@ -253,6 +312,8 @@ MISTAKES = {
         "the KV cache left out": lambda s: (lambda m, n, p="fp16": s["weight_bytes"](m, p),),
         "the cache of one token, not of the context": lambda s: (
             lambda m, n, p="fp16": s["decode_bytes"](m, 1, p),),
+        "bits for bytes in the KV cache": lambda s: (_decode_bytes(s, kv_scale=8),),
+        "the cache at 2 bytes a value whatever the format": lambda s: (_decode_bytes(s, per_value=2),),
     },
     "roofline_time": {
         "milliseconds for seconds": lambda s: (
@@ -267,6 +328,9 @@ MISTAKES = {
             lambda f, peak: Q_(f.magnitude / peak.m_as("TFLOP/s"), "s"),
             lambda b, bandwidth: Q_(b.magnitude / bandwidth.m_as("GB/s"), "s")),),
         "the fp16 peak whatever the format": lambda s: (_roofline(_compute, _memory, peak="fp16"),),
+        "> where the rule says >= (a tie called memory)": lambda s: (lambda f, b, d, p="fp16": (
+            max((f / d.peak_flops(p)).to("s"), (b / d.memory_bandwidth).to("s")),
+            "compute" if f / d.peak_flops(p) > b / d.memory_bandwidth else "memory"),),
     },
     "ttft_and_itl": {
         "milliseconds for seconds": lambda s: (_ttft_and_itl(s, scale=1000),),
@@ -275,6 +339,10 @@ MISTAKES = {
             _ttft_and_itl(s, prefill_compute_only=True),),
         "TTFT and ITL swapped": lambda s: (_ttft_and_itl(s, swapped=True),),
         "weights from a weight_bytes in GiB labelled GB": lambda s: (_ttft_and_itl(s, weights=_gib_weights(s)),),
+        "the precision not passed on to roofline_time": lambda s: (_ttft_and_itl(s, peak_at="default"),),
+        "the precision not passed on to weight_bytes and decode_bytes": lambda s: (
+            _ttft_and_itl(s, bytes_at="default"),),
+        "the precision passed on to nothing": lambda s: (_ttft_and_itl(s, peak_at="default", bytes_at="default"),),
     },
     "intensities": {
         "the binding words swapped": lambda s: (s["arithmetic_intensities"], lambda i, d, p="fp16": (
@@ -294,6 +362,11 @@ MISTAKES = {
         "the decode step's intensity over the weights alone (no KV cache)": lambda s: (lambda m, n, p="fp16": (
             s["arithmetic_intensities"](m, n, p)[0], (s["decode_flops"](m, n) / s["weight_bytes"](m, p)).to("FLOP/B")),
             s["binding_resource"]),
+        "the precision not passed on to weight_bytes and decode_bytes": lambda s: (lambda m, n, p="fp16": (
+            (s["prefill_flops"](m, n) / s["weight_bytes"](m)).to("FLOP/B"),
+            (s["decode_flops"](m, n) / s["decode_bytes"](m, n)).to("FLOP/B")), s["binding_resource"]),
+        "> where the rule says >= (the ridge point itself called memory)": lambda s: (
+            s["arithmetic_intensities"], lambda i, d, p="fp16": "compute" if i > d.ridge_point(p) else "memory"),
     },
     "speedups": {
         "a ratio upside down": lambda s: (lambda m, old, new, n, p="fp16": tuple(
@@ -303,6 +376,11 @@ MISTAKES = {
         "ttft_follows: memory bandwidth instead of peak FLOP/s": lambda s: (
             s["speedups"], "memory bandwidth", s["itl_follows"]),
         "the two words swapped": lambda s: (s["speedups"], s["itl_follows"], s["ttft_follows"]),
+        "the precision not passed on (the times at fp16)": lambda s: (
+            lambda m, old, new, n, p="fp16": s["speedups"](m, old, new, n), s["ttft_follows"], s["itl_follows"]),
+        "quantities returned, not plain numbers": lambda s: (lambda m, old, new, n, p="fp16": tuple(
+            t_old / t_new for t_old, t_new in zip(s["ttft_and_itl"](m, old, n, p), s["ttft_and_itl"](m, new, n, p))),
+            s["ttft_follows"], s["itl_follows"]),
     },
     "sla_verdict": {
         "memory checked at the prompt length, not prompt plus answer": lambda s: (
@@ -312,6 +390,8 @@ MISTAKES = {
         "the efficiency asked for ignored (always typical)": lambda s: (_sla(s, efficiency="typical"),),
         "only the TTFT limit checked": lambda s: (_sla(s, check_itl=False),),
         "the limits compared as bare numbers (ms assumed)": lambda s: (_sla(s, bare=True),),
+        "the precision not passed on to the memory check": lambda s: (_sla(s, memory_precision=False),),
+        "the precision not passed on to rl.request": lambda s: (_sla(s, request_precision=False),),
     },
     "decode_share": {
         "output_len steps, not output_len - 1": lambda s: (
@@ -322,6 +402,8 @@ MISTAKES = {
             lambda ttft, itl, n: (n - 1) * itl.magnitude / (ttft.magnitude + (n - 1) * itl.magnitude),),
         "decode time over prefill time (a ratio, not a share)": lambda s: (
             lambda ttft, itl, n: ((n - 1) * itl / ttft).m_as(""),),
+        "a quantity returned, not a plain number": lambda s: (
+            lambda ttft, itl, n: (n - 1) * itl / (ttft + (n - 1) * itl),),
     },
 
     # 05_under_load
@@ -983,18 +1065,27 @@ def _spec(s, at_batch_1=False, ideal=False, one_step=False, one_prefill=False, p
 
 
 # The hint each 04 mistake must get, where an exercise names it itself (beyond the checker's own names).
-_PRECISION = "the precision not passed on (2 bytes a value, or the FP16 peak)"
 HINTS.update({
-    ("compute_bound_batch", "the FP16 peak with 8-bit weights"): _PRECISION,
-    ("compute_bound_batch", "2 bytes a weight at any precision"): _PRECISION,
-    ("compute_bound_batch", "the active parameters read, not every expert"):
-        "the active parameters read, not every expert",
-    ("decode_parts", "2 bytes a value at any precision (the precision not passed on)"): _PRECISION,
-    ("decode_parts", "the intensity at 2 bytes a value whatever the precision"): _PRECISION,
-    ("decode_parts", "query heads for KV heads"): "query heads for KV heads",
-    ("decode_parts", "forgot K or V in the cache"): "forgot K or V in the cache",
-    ("decode_parts", "the cache of one sequence, not the batch"): "per sequence for per batch",
-    ("moe_decode", "projections and experts lumped into one body"): "projections and experts lumped into one body",
+    "compute_bound_batch": {
+        "the FP16 peak with 8-bit weights": PRECISION_NOT_PASSED,
+        "2 bytes a weight at any precision": PRECISION_NOT_PASSED,
+        "the active parameters read, not every expert": "the active parameters read, not every expert",
+    },
+    "decode_parts": {
+        "2 bytes a value at any precision (the precision not passed on)": PRECISION_NOT_PASSED,
+        "the intensity at 2 bytes a value whatever the precision": PRECISION_NOT_PASSED,
+        "query heads for KV heads": "query heads for KV heads",
+        "forgot K or V in the cache": "forgot K or V in the cache",
+        "the cache of one sequence, not the batch": "per sequence for per batch",
+    },
+    "moe_decode": {
+        "projections and experts lumped into one body": "projections and experts lumped into one body",
+        "FLOPs of every expert, not the active ones": "the experts priced like a dense matrix",
+        "the compute-bound batch of the active weights alone": "the experts priced like a dense matrix",
+        "the experts of one layer only": "the experts read term divided by layers",
+        "2 bytes a value at any precision": PRECISION_NOT_PASSED,
+    },
+    "attention_share": {"every expert in P, not the active ones": TOTAL_FOR_ACTIVE},
 })
 
 MISTAKES.update({

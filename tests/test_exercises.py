@@ -95,11 +95,14 @@ def test_each_listed_mistake_fails_a_visible_case(name, mistake):
     checker_names = {m for _, m, _, _ in check._FACTORS} | {
         "forgot 2 FLOPs per multiply-add", "forgot K and V (or the 2 bytes of an fp16 value)",
         "a bare number where a quantity is asked", "a rate for an amount", "an amount for a rate",
-        "a ratio upside down"}
-    if (name, mistake) in HINTS:
-        assert named == [HINTS[name, mistake]], str(failure.value)
-    elif mistake in checker_names:
-        assert named == [mistake], str(failure.value)
+        "a ratio upside down", check.QUANTITY_FOR_NUMBER, check.PRECISION_NOT_PASSED}
+    hint = HINTS.get(name, {}).get(mistake, mistake if mistake in checker_names else None)
+    if hint is not None:
+        assert named == [hint], str(failure.value)
+
+
+def test_every_hint_is_for_a_listed_mistake():
+    assert {(n, m) for n, hints in HINTS.items() for m in hints} <= set(LISTED)
 
 
 def test_every_exercise_has_listed_mistakes_and_is_used():

@@ -19,6 +19,13 @@ FRACTION = st.floats(0.0, 1.0)
 BATCH = st.integers(1, 1024)
 EFFICIENCY = st.builds(rl.Efficiency, st.just("drawn"), st.floats(0.05, 1.0), st.floats(0.05, 1.0),
                        st.floats(0.0, 0.01))
+#: An efficiency with factors per weight format and an all-reduce of its own (efficiency v2).
+FACTOR = st.floats(0.05, 1.0)
+EFFICIENCY_V2 = st.builds(
+    rl.Efficiency, st.just("drawn-v2"), FACTOR, FACTOR, st.floats(0.0, 0.01),
+    st.tuples(st.tuples(st.just("fp8"), FACTOR, FACTOR), st.tuples(st.just("int8"), FACTOR, FACTOR),
+              st.tuples(st.just("int4"), FACTOR, FACTOR)),
+    FACTOR, st.floats(0.0, 1e-4))
 
 
 def within(model, fraction, spare=2):
@@ -244,3 +251,26 @@ def test_mixtral_experts_turn_compute_bound_at_ridge_times_e_over_k():
     assert step.parts["experts"].bytes.m_as("B") == pytest.approx(
         m.layers * experts_read * 3 * 4096 * 14336 * 2, rel=1e-12)
     assert step.parts["router"].bytes.m_as("B") == m.layers * 4096 * 8 * 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(ANY_MODEL, DEVICES, PRECISIONS, FRACTION, st.integers(1, 256), st.sampled_from([1, 2, 4]), EFFICIENCY_V2)
+def test_no_efficiency_is_faster_than_the_ideal_in_any_format(m, device, precision, fraction, batch, tp, drawn):
+    # MFU and MBU per weight format, dequantisation and the all-reduce's share of the link only ever slow a time
+    assume(computes(device, precision))
+    n = length_in(m, fraction)
+    out = max(2, min(300, m.max_context - n - 1))
+    prompt = max(1, min(n, m.max_context - out - 1))
+    ideal = dict(precision=precision, allow_overflow=True)
+    pre, step = rl.prefill(m, device, n, batch, **ideal).time, rl.decode_step(m, device, n, batch, **ideal).time
+    r = rl.request(m, device, prompt, out, batch, **ideal)
+    s = rl.steady_state(m, device, prompt, out, batch, tp=tp, **ideal)
+    tp_step = rl.tensor_parallel_step(m, device, n, batch, tp=tp, **ideal).time
+    for e in ("typical", "typical-2023", drawn):
+        assert rl.prefill(m, device, n, batch, efficiency=e, **ideal).time >= pre * (1 - 1e-9)
+        assert rl.decode_step(m, device, n, batch, efficiency=e, **ideal).time >= step * (1 - 1e-9)
+        t = rl.request(m, device, prompt, out, batch, efficiency=e, **ideal)
+        assert t.ttft >= r.ttft * (1 - 1e-9) and t.itl >= r.itl * (1 - 1e-9)
+        u = rl.steady_state(m, device, prompt, out, batch, tp=tp, efficiency=e, **ideal)
+        assert u.itl >= s.itl * (1 - 1e-9) and u.ttft >= s.ttft * (1 - 1e-9)
+        assert rl.tensor_parallel_step(m, device, n, batch, tp=tp, efficiency=e, **ideal).time >= tp_step * (1 - 1e-9)

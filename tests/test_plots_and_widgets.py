@@ -43,6 +43,11 @@ def test_explain_covers_fits_does_not_fit_and_missing_precision():
     text, costs = widgets.explain("Llama-3-8B", "H100-SXM", "fp16", 2000, 300, 1)
     assert "TTFT 29.6 ms ideal" in text and "ITL 4.56 ms ideal" in text and set(costs) == {"prefill", "decode step"}
     assert "typical (compute-bound)" in text and "typical (memory-bound)" in text
+    assert "ms ideal (compute-bound)" in text and "ms ideal (memory-bound)" in text  # each figure names its own bound
+    # 120 tokens on an A100: memory-bound at the ideal (the turn is at 154 tokens, the ridge point near 153 FLOP/B),
+    # compute-bound at typical efficiency, whose MFU falls further below 1 than its MBU
+    text, _ = widgets.explain("Llama-3-8B", "A100-80GB", "fp16", 120, 300, 1)
+    assert "ideal (memory-bound)" in text.split("ITL")[0]
     text, costs = widgets.explain("Llama-3-8B", "T4", "fp16", 2000, 300, 1)
     assert text.startswith("Does not fit") and "16.1 GB" in text and costs == {}
     text, costs = widgets.explain("Llama-3-8B", "H100-SXM", "fp16", 16000, 300, 1)
@@ -115,8 +120,10 @@ def test_crossover_explain_and_figure():
 
 def test_load_explain_and_frontier_figure():
     text = widgets.explain_load("Llama-3-8B", "H100-SXM", "fp16", 1, 2000, 300, 500, 50)
-    # typical efficiency: batch 136 of the 200 whose 2,300-token caches fit, at the example $3.95 an hour
-    assert "best batch 136 of the 200 that fit" in text and "$0.401 per million tokens" in text
+    # typical efficiency: the SLA's best batch of the 200 whose 2,300-token caches fit, at the example $3.95 an hour
+    best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, rl.Q_(500, "ms"), rl.Q_(50, "ms"), efficiency="typical")
+    usd = 3.9492 / 3600 / best.output_throughput.m_as("token/s") * 1e6  # price per second / tokens per second
+    assert f"best batch {best.batch} of the 200 that fit" in text and f"${usd:.3g} per million tokens" in text
     assert "memory-bound" in text and "J per token" in text
     assert widgets.explain_load("Llama-3-70B", "H100-SXM", "fp16", 1, 2000, 300, 500, 50).startswith(
         "Not possible: not one sequence fits")

@@ -34,15 +34,20 @@ from pathlib import Path
 
 from .efficiency import Efficiency, PRESETS
 from .fleet import max_concurrency, steady_state
+from .memory import footprint
+from .operations import setup
 from .serving import request
 
 __all__ = ["Measurement", "measurements", "predict", "ideal_ratio", "calibrate", "median_error", "DATA",
-           "LoadMeasurement", "load_measurements", "predict_load", "LOAD_DATA"]
+           "LoadMeasurement", "load_measurements", "predict_load", "LOAD_DATA", "BATCH_ONE", "tables", "error",
+           "predicted", "fit_loss", "factors", "free_factors", "load_batch"]
 
 #: The shipped table of public measurements.
 DATA = Path(__file__).resolve().parent / "data" / "measurements.csv"
 #: The shipped table of throughput under load (continuous batching at maximum load).
 LOAD_DATA = Path(__file__).resolve().parent / "data" / "throughput_at_load.csv"
+#: gpt-fast at batch 1 (2024 README): weight formats and tensor parallelism, in the under-load table's columns.
+BATCH_ONE = Path(__file__).resolve().parent / "data" / "batch_one.csv"
 _METRICS = {"ttft": "ms", "output_throughput": "token/s"}
 
 
@@ -111,41 +116,143 @@ def ideal_ratio(row: Measurement) -> float:
 
 
 def _log_errors(rows, efficiency: Efficiency) -> list[float]:
-    return [math.log(predict(row, efficiency) / row.value) for row in rows]
+    return [math.log(predicted(row, efficiency) / row.value) for row in rows]
+
+
+def predicted(row, efficiency: str | Efficiency = "ideal") -> float:
+    """The library's figure for a row of either table (:func:`predict` or :func:`predict_load`)."""
+    return predict_load(row, efficiency) if isinstance(row, LoadMeasurement) else predict(row, efficiency)
+
+
+def error(row, efficiency: str | Efficiency = "ideal") -> float:
+    """predicted / measured - 1 for a row of either table (a throughput or a TTFT)."""
+    return predicted(row, efficiency) / row.value - 1
 
 
 def median_error(rows, efficiency: str | Efficiency = "typical") -> float:
     """Median over ``rows`` of |predicted / measured - 1| at ``efficiency``."""
-    return statistics.median(abs(predict(row, efficiency) / row.value - 1) for row in rows)
+    return statistics.median(abs(error(row, efficiency)) for row in rows)
 
 
-def calibrate(rows=None, rounds: int = 6) -> Efficiency:
-    """Return the Efficiency whose MFU, MBU and overhead minimise the sum of squared log errors over ``rows``.
+def tables(preset: str) -> dict[str, tuple]:
+    """The measurements a typical preset is fitted on and judged by, by table: ``"typical-2023"`` the 2023
+    static-batch table; ``"typical"`` the 2024-2025 tables (under load at tp 1 and tp > 1, gpt-fast at batch 1)."""
+    if preset == "typical-2023":
+        return {"static batches, 2023": measurements()}
+    if preset == "typical":
+        load = load_measurements()
+        return {"under load, tp 1": tuple(r for r in load if r.tp == 1),
+                "under load, tp > 1": tuple(r for r in load if r.tp > 1),
+                "batch 1, gpt-fast 2024": load_measurements(BATCH_ONE)}
+    raise KeyError(f"no fitted preset {preset!r}: the fitted presets are 'typical' and 'typical-2023'")
 
-    Coordinate search: each round scans each factor over 21 points around the best so far (MFU and MBU
-    in (0, 1], overhead >= 0) and halves the span; values are rounded to 0.01 and 0.01 ms.
+
+# What each fit may move (factor: (start, span, low, high)); the rest stay at their start.  The 2023 table has
+# no tensor-parallel row, so its all-reduce is not fitted (see typical-2023's source).
+_FACTORS = {
+    "mfu": (0.5, 0.5, 0.05, 1.0), "mbu": (0.75, 0.25, 0.3, 1.0), "overhead_ms": (2.0, 2.0, 0.0, 20.0),
+    "fp8_mfu": (0.5, 0.5, 0.05, 1.0), "fp8_mbu": (0.75, 0.25, 0.3, 1.0),
+    "int8_mbu": (0.6, 0.3, 0.2, 1.0), "int4_mbu": (0.5, 0.3, 0.1, 1.0),
+    "allreduce_efficiency": (0.5, 0.5, 0.05, 1.0), "allreduce_us": (10.0, 10.0, 0.0, 100.0),
+}
+_FROZEN = {"typical-2023": {"allreduce_efficiency": 1.0, "allreduce_us": 6.0}, "typical": {}}
+_DIGITS = {"overhead_ms": 2, "allreduce_us": 1}
+
+
+def _preset(name: str, f: dict) -> Efficiency:
+    from .efficiency import _fitted  # the presets' one constructor
+
+    base = PRESETS[name]
+    return _fitted(name, f["mfu"], f["mbu"], f["overhead_ms"],
+                   {"fp8": (f["fp8_mfu"], f["fp8_mbu"]), "int8": (None, f["int8_mbu"]), "int4": (None, f["int4_mbu"])},
+                   (f["allreduce_efficiency"], f["allreduce_us"]), base.vintage,
+                   (base.median_error, base.max_error), base.source, base.aliases)
+
+
+def factors(e: Efficiency) -> dict[str, float]:
+    """The fitted factors of a preset, by the names :func:`calibrate` moves them under."""
+    fp8, int8, int4 = (e.body_factors(p) for p in ("fp8", "gpt-fast-int8", "int4-g128"))
+    return {"mfu": e.mfu, "mbu": e.mbu, "overhead_ms": e.overhead_si * 1e3, "fp8_mfu": fp8[0], "fp8_mbu": fp8[1],
+            "int8_mbu": int8[1], "int4_mbu": int4[1], "allreduce_efficiency": e.allreduce_efficiency,
+            "allreduce_us": e.allreduce_latency_si * 1e6}
+
+
+def free_factors(preset: str) -> list[str]:
+    """The factors :func:`calibrate` fits for ``preset`` (the others are held, see ``_FROZEN``)."""
+    tables(preset)  # an unknown preset is an error
+    return [name for name in _FACTORS if name not in _FROZEN[preset]]
+
+
+def fit_loss(preset: str, e: Efficiency | None = None) -> float:
+    """The loss :func:`calibrate` minimises for ``preset``, at ``e`` (the shipped preset by default): over its
+    tables, the mean Huber loss of the log errors, summed over the tables."""
+    e = PRESETS[preset] if e is None else e
+    return sum(sum(map(_huber, _log_errors(rows, e))) / len(rows) for rows in tables(preset).values() if rows)
+
+
+#: Log errors beyond this weigh linearly, not squared (a Huber loss), so that one row no setting of the factors
+#: explains (an engine's unpublished batch limit) cannot pull the fit away from the others.
+HUBER = 0.25
+
+
+def _huber(x: float) -> float:
+    a = abs(x)
+    return a * a if a <= HUBER else 2 * HUBER * a - HUBER * HUBER
+
+
+def calibrate(preset: str = "typical", rounds: int = 5, points: int = 11) -> Efficiency:
+    """Return the preset ``preset`` refitted: the factors minimising the Huber loss (squared within ``HUBER``,
+    linear beyond) of the log errors over its tables (:func:`tables`), each table weighing alike whatever its rows.
+
+    Coordinate search: each round scans each factor over ``points`` values around the best so far (within its
+    limits) and halves the span; values are rounded to 0.01 (overhead to 0.01 ms, all-reduce latency to 0.1 us),
+    then polished on that grid until no single step lowers the loss.
     """
-    rows = measurements() if rows is None else tuple(rows)
-    best = {"mfu": 0.5, "mbu": 0.7, "overhead_si": 1e-3}
-    span = {"mfu": 0.5, "mbu": 0.5, "overhead_si": 4e-3}
-    limits = {"mfu": (0.01, 1.0), "mbu": (0.01, 1.0), "overhead_si": (0.0, 0.05)}
+    free = free_factors(preset)
+    best = {name: start for name, (start, _, _, _) in _FACTORS.items()}
+    best.update(_FROZEN[preset])
+    span = {name: _FACTORS[name][1] for name in free}
 
-    def loss(factors) -> float:
-        return sum(e * e for e in _log_errors(rows, Efficiency("fit", **factors)))
+    def loss(f: dict) -> float:
+        return fit_loss(preset, _preset(preset, f))
 
     current = loss(best)
     for _ in range(rounds):
-        for name in best:
-            low, high = limits[name]
-            for k in range(21):
-                value = min(high, max(low, best[name] + span[name] * (k / 10 - 1)))
+        for name in free:
+            _, _, low, high = _FACTORS[name]
+            for k in range(points):
+                value = min(high, max(low, best[name] + span[name] * (2 * k / (points - 1) - 1)))
                 trial = dict(best, **{name: value})
                 score = loss(trial)
                 if score < current:
                     best, current = trial, score
             span[name] /= 2
-    return Efficiency("typical", round(best["mfu"], 2), round(best["mbu"], 2), round(best["overhead_si"], 5),
-                      source=PRESETS["typical"].source)
+    rounded = {name: round(value, _DIGITS.get(name, 2)) for name, value in best.items()}
+    return _preset(preset, _polish(preset, rounded, free))
+
+
+def _step(name: str) -> float:
+    return 10.0 ** -_DIGITS.get(name, 2)
+
+
+def _polish(preset: str, f: dict, free: list[str]) -> dict:
+    """Move one rounded factor one step (0.01, 0.01 ms, 0.1 us) at a time while that lowers the loss, so that the
+    result is a minimum on the grid it is stated on (no single step from it does better)."""
+    current = fit_loss(preset, _preset(preset, f))
+    improved = True
+    while improved:
+        improved = False
+        for name in free:
+            _, _, low, high = _FACTORS[name]
+            for sign in (-1, 1):
+                value = round(f[name] + sign * _step(name), _DIGITS.get(name, 2))
+                if not low <= value <= high:
+                    continue
+                trial = dict(f, **{name: value})
+                score = fit_loss(preset, _preset(preset, trial))
+                if score < current:
+                    f, current, improved = trial, score, True
+    return f
 
 
 @dataclass(frozen=True)
@@ -181,14 +288,24 @@ def load_measurements(path: str | Path = LOAD_DATA) -> tuple[LoadMeasurement, ..
     return _read(path, LoadMeasurement, ints=("tp", "prompt_len", "output_len"), optional_ints=("concurrency",))
 
 
+#: TensorRT-LLM gives its KV cache this share of the memory free once the weights (and the activations it reserved
+#: at build time, whose size the tables do not publish) are loaded: ``KvCacheConfig.free_gpu_memory_fraction``,
+#: default 0.9 (https://nvidia.github.io/TensorRT-LLM/examples/kvcacheconfig.html; the activations:
+#: https://nvidia.github.io/TensorRT-LLM/reference/memory.html).
+TRTLLM_FREE_FRACTION = 0.9
+
+
 def load_batch(row: LoadMeasurement) -> int:
     """The concurrency a row ran at, or the most sequences that fit (caches at prompt + answer) when unpublished:
-    in all that a process can allocate, since TensorRT-LLM gives its cache a share of the memory left after the
-    weights (``kv_cache_free_gpu_mem_fraction``), not vLLM's 90% of the whole."""
+    TensorRT-LLM's cache takes 0.9 of what a process can allocate less the weights (its activations unknown, so
+    not subtracted: an upper bound on the batch), which is vLLM's utilisation u = 0.9 + 0.1 x weights / allocatable."""
     if row.concurrency is not None:
         return row.concurrency
+    s = setup(row.model, row.device, row.precision)
+    f = footprint(s, 1, 1.0, tp=row.tp)
+    u = TRTLLM_FREE_FRACTION + (1 - TRTLLM_FREE_FRACTION) * min(f.weights / f.usable, 1.0)
     return max_concurrency(row.model, row.device, row.prompt_len, row.output_len, row.precision, row.tp,
-                           gpu_memory_utilization=1.0)
+                           gpu_memory_utilization=u)
 
 
 def predict_load(row: LoadMeasurement, efficiency: str | Efficiency = "typical", prefill: str = "separate") -> float:

@@ -28,6 +28,7 @@ import importlib.util
 import sys
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 import pint
@@ -35,9 +36,15 @@ import pint
 from .units import Q_, ureg
 
 __all__ = ["exercise", "record", "reveal", "WrongAnswer", "quantity", "number", "choice", "derive_yourself", "reference",
-           "MISTAKE_TAG"]
+           "MISTAKE_TAG", "PRECISION_NOT_PASSED", "QUANTITY_FOR_NUMBER", "BYTES_PER_VALUE", "terms_of"]
 
 MISTAKE_TAG = "[mistake: "
+# Tags of the mistakes the checker names from what an exercise tells it (precision=, counts=), for exercises
+# and tests to refer to.
+PRECISION_NOT_PASSED = "the precision not passed on"
+QUANTITY_FOR_NUMBER = "a quantity where a plain number is asked"
+# Bytes a value takes in each format the course uses (the checker's own table: it names slips, computes nothing).
+BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 
 _PREFIXES = ("ms", "s", "us", "GB", "GiB", "TB", "B", "TFLOP", "GFLOP", "FLOP", "TB/s", "GB/s", "TFLOP/s")
 
@@ -120,19 +127,26 @@ def _possible(dimension: str | None, expected_dim) -> bool:
     return dimension in text
 
 
-def _factor_mistake(ratio: float, expected_dim, rel: float, extra: dict[str, float]) -> tuple[str, str] | None:
-    candidates = [(f, name, f"off by a factor of {f:.4g}", "named") for name, f in extra.items()] + list(_FACTORS)
-    if "[information]" in str(expected_dim):
-        candidates.append((2.0, "forgot K and V (or the 2 bytes of an fp16 value)", "off by a factor of 2", None))
-    elif "[computation]" in str(expected_dim):
-        candidates.append((2.0, "forgot 2 FLOPs per multiply-add", "off by a factor of 2", None))
+def _factor_mistake(ratio: float, expected_dim, rel: float, extra: dict[str, float],
+                    generic: bool = True) -> tuple[str, str] | None:
+    """The (how far off, mistake) a ratio betrays: the exercise's ``extra`` factors, then (``generic``) the table's."""
+    candidates = [(f, name, f"off by a factor of {f:.4g}", "named") for name, f in extra.items()]
+    if generic:
+        candidates += list(_FACTORS)
+    if generic and _exponent(expected_dim, _INFORMATION):
+        # Forgetting K and V halves the bytes: only that direction is named (an intensity doubles).
+        half = 0.5 if _exponent(expected_dim, _INFORMATION) > 0 else 2.0
+        candidates.append((half, "forgot K and V (or the 2 bytes of an fp16 value)", "off by a factor of 2", "one way"))
+    elif generic and _exponent(expected_dim, "[computation]"):
+        half = 0.5 if _exponent(expected_dim, "[computation]") > 0 else 2.0
+        candidates.append((half, "forgot 2 FLOPs per multiply-add", "off by a factor of 2", "one way"))
     # Elsewhere a factor of 2 names no mistake of its own: the message says how far off it is, without a label.
     for factor, mistake, phrase, dimension in candidates:
         named = dimension == "named"
-        if factor <= 0 or factor == 1 or not (named or _possible(dimension, expected_dim)):
+        if factor <= 0 or factor == 1 or not (named or dimension == "one way" or _possible(dimension, expected_dim)):
             continue
         close = min(rel, _NEAR_ONE_NAMED if named else _NEAR_ONE) if max(factor, 1 / factor) < 1.2 else rel
-        for f in (factor, 1 / factor):
+        for f in (factor,) if dimension == "one way" else (factor, 1 / factor):
             if abs(ratio / f - 1) <= close:
                 return phrase, mistake
     return None
@@ -150,11 +164,25 @@ def quantity(
     rel: float = 0.02,
     accept: tuple = (),
     mistakes: dict[str, float] | None = None,
+    also_wrong: Mapping[str, object] | None = None,
+    terms: Mapping[str, object] | None = None,
+    counts: Mapping[str, int] | None = None,
+    precision: str | None = None,
 ) -> None:
     """Pass if ``answer`` equals ``expected`` within relative tolerance ``rel``; raise AssertionError otherwise.
 
     ``accept`` lists other values that are also right (a second counting convention).
     ``mistakes`` maps a mistake's name to the factor it would cause ({"query heads for KV heads": 4}).
+    ``also_wrong`` maps a mistake's name to the value (or a tuple of values) that mistake gives, computed by the
+    exercise ({"the precision not passed on (computed at fp16)": value_at_fp16}); an answer within ``rel`` of one
+    is told that mistake.  ``terms`` names the terms the expected value is the sum of ({"weights": w,
+    "cache": c}): an answer that is that sum with one term scaled by a known slip (left out, x2, x8, x1000,
+    GB for GiB, the precision's bytes, a count off by one) is told which term and which slip.  ``counts`` names
+    the counts the answer is proportional to ({"output_len - 1": 255, "layers": 32}): an answer off by one in one,
+    or missing it, or multiplied by it once more, is told so; ``precision`` is the format the exercise
+    asks for, so that fp16's 2 bytes a value (or its peak) used instead is named.
+    Order of the hints: ``also_wrong``, a ratio upside down, ``mistakes``, the precision, the table's unit slips
+    and factors, a count off by one, a slip in one term, then a whole factor; the exercise's own names come first.
     """
     __tracebackhide__ = True
     expected = _as_ours(expected, "expected")
@@ -162,6 +190,8 @@ def quantity(
         raise TypeError("the reference must be a quantity; use rooflab.check.number for plain numbers")
     references = [expected] + [_as_ours(a, "accepted value") for a in accept]
     mistakes = mistakes or {}
+    if precision is not None and precision not in BYTES_PER_VALUE:
+        raise ValueError(f"precision should be one of {', '.join(BYTES_PER_VALUE)}, got {precision!r}")
     if isinstance(answer, (tuple, list)) and len(answer) and not isinstance(answer, str):
         _fail(f"{name} should be one quantity, got a {type(answer).__name__} of {len(answer)} items.")
     got = _as_ours(answer, name)
@@ -190,9 +220,15 @@ def quantity(
         ratio = np.asarray(got.m_as(reference.units) / reference.magnitude, dtype=float)
         if np.all(np.abs(ratio - 1) <= rel):
             return
+    shown = _describe(got.to(expected.units))
+    for mistake, values in (also_wrong or {}).items():
+        if _matches(got, values, rel):
+            advice = (f" Pass the precision asked on to every function you call, and use it for the peak."
+                      if mistake.startswith(PRECISION_NOT_PASSED) else "")
+            _fail(f"{name} = {shown}, expected {want} ({_percent(rel)}); your value is the one this mistake gives: "
+                  f"{mistake}.{advice}", mistake)
     ratio = np.asarray(got.m_as(expected.units) / expected.magnitude, dtype=float)
     worst = float(ratio.flat[np.argmax(np.abs(ratio - 1))])
-    shown = _describe(got.to(expected.units))
     if worst == 0:
         _fail(f"{name} = {shown}, but the expected value is {want}, not zero.")
     if worst < 0:
@@ -201,10 +237,30 @@ def quantity(
             np.abs(np.asarray(got.m_as(""), dtype=float) * np.asarray(expected.magnitude, dtype=float) - 1) <= 2 * rel):
         _fail(f"{name} = {shown} is the expected {want} upside down: divide the other way round (old / new, "
               "or the part over the whole).", "a ratio upside down")
-    found = _factor_mistake(worst, expected.dimensionality, rel, mistakes)
+    factor = _precision_factor(expected.dimensionality, precision)
+    found = _factor_mistake(worst, expected.dimensionality, rel, mistakes, generic=False)
+    if not found and factor is not None and abs(worst / factor - 1) <= rel:
+        _fail(f"{name} = {shown} is {factor:.4g} times the expected {want}: what fp16 gives (2 bytes a value, its "
+              f"peak FLOP/s) where {precision} is asked. Pass the precision on to every function you call, and use "
+              "it for the peak.", PRECISION_NOT_PASSED)
+    found = found or _factor_mistake(worst, expected.dimensionality, rel, {})
     if found:
         phrase, mistake = found
         _fail(f"{name} = {shown} is {phrase} from the expected {want}.", mistake)
+    for count, n in (counts or {}).items():
+        if n > 1 and abs(worst * n - 1) <= rel:
+            _fail(f"{name} = {shown} is 1/{n} of the expected {want}: a factor of {count} ({n}) left out?",
+                  f"a factor of {count} left out")
+        if n > 1 and abs(worst / n - 1) <= rel:
+            _fail(f"{name} = {shown} is {n} times the expected {want}: multiplied by {count} ({n}) once too often?",
+                  f"a factor of {count} too many")
+        for k, more in ((n + 1, "one too many"), (n - 1, "one too few")):
+            if n > 0 and k > 0 and abs(worst / (k / n) - 1) <= min(rel, abs(worst - 1) / 4):
+                _fail(f"{name} = {shown}, expected {want}: it is {k}/{n} of it, as if {count} were {k} "
+                      f"({more}). Check where the count starts and whether the last item is included.",
+                      f"off by one in {count}")
+    if terms:
+        _term_mistake(got, expected, name, shown, rel, terms, counts or {}, precision)
     if expected.dimensionless and np.ndim(expected.magnitude) == 0 and float(expected.magnitude).is_integer() \
             and np.ndim(got.magnitude) == 0 and abs(float(got.m_as("")) - float(expected.magnitude)) == 1:
         more = "one too many" if float(got.m_as("")) > float(expected.magnitude) else "one too few"
@@ -215,8 +271,142 @@ def quantity(
         _fail(f"{name} = {shown}, expected {want} ({_percent(rel)}); it is {whole} the expected value: a whole "
               "factor, so look for something counted once that should be counted that many times, or the other "
               "way round (a batch, K and V, the GPUs, 2 FLOPs per multiply-add).")
-    _fail(f"{name} = {shown}, expected {want} ({_percent(rel)}); it is {worst:.4g} times the expected "
-          "value, which is no slip of units or a known factor: look for a term left out or counted twice.")
+    if terms:
+        _fail(f"{name} = {shown}, expected {want} ({_percent(rel)}); it is {worst:.4g} times the expected value. "
+              f"No known slip matches (a unit, a factor of 2 or 8, the precision, a term left out): recheck the "
+              f"terms one at a time ({', '.join(terms)}).")
+    # Said as what it is: no slip the checker knows. Guessing "a term left out" here misled students whose slip was
+    # a factor (the layers, the format's peak) or an off-by-one.
+    _fail(f"{name} = {shown}, expected {want} ({_percent(rel)}); it is {worst:.4g} times the expected value, "
+          "which matches no slip the checker knows (of units, a known factor or a count): recheck each part of the "
+          "formula in turn: a part left out or counted twice, a factor (the layers, K and V, the format's peak), "
+          "a count off by one.")
+
+
+def _matches(got: pint.Quantity, values: object, rel: float) -> bool:
+    """Whether ``got`` is within ``rel`` of ``values`` (one value or a tuple; quantities or plain numbers)."""
+    for given in values if isinstance(values, (tuple, list)) else (values,):
+        value = _as_ours(given, "a value of also_wrong")
+        value = Q_(_plain(given, "a value of also_wrong"), "") if value is None else value
+        if value.dimensionality != got.dimensionality:
+            raise TypeError(f"also_wrong: {value} is not in the answer's dimension ({got.dimensionality})")
+        want = np.asarray(value.magnitude, dtype=float)
+        have = np.asarray(got.m_as(value.units), dtype=float)
+        if np.all(want == 0):
+            if np.all(have == 0):
+                return True
+            continue
+        if np.all(np.abs(have / want - 1) <= rel):
+            return True
+    return False
+
+
+def _exponent(dimensionality, dimension: str) -> float:
+    return dict(dimensionality).get(dimension, 0)
+
+
+def _precision_factor(dimensionality, precision: str | None) -> float | None:
+    """The factor fp16 (2 bytes a value, or its peak) used in place of ``precision`` makes in a quantity of this
+    dimension: 2 / bytes for amounts of bytes and times, bytes / 2 for intensities and rates; None if it makes none.
+    """
+    if precision is None or BYTES_PER_VALUE[precision] == 2:
+        return None
+    factor = 2 / BYTES_PER_VALUE[precision]
+    power = _exponent(dimensionality, _INFORMATION) or _exponent(dimensionality, _TIME)
+    if power == 0:
+        return None
+    return factor if power > 0 else 1 / factor
+
+
+def _term_slips(term: str, dimensionality, counts: Mapping[str, int], precision: str | None) -> list:
+    """(factor, tag, what it looks like) for each slip one term of a sum can have in a quantity of this dimension."""
+    information = _exponent(dimensionality, _INFORMATION) != 0
+    time = _exponent(dimensionality, _TIME) != 0
+    slips = [(0.0, f"the {term} term left out", "missing: left out?")]
+    factor = _precision_factor(dimensionality, precision)
+    if factor is not None:
+        slips.append((factor, f"{PRECISION_NOT_PASSED} in the {term} term",
+                      f"{factor:.4g} times what it should be: fp16's 2 bytes a value (or its peak) where "
+                      f"{precision} is asked?"))
+    if time:
+        slips += [(1e3, f"seconds and milliseconds mixed in the {term} term",
+                   "1000 times too large: milliseconds added as seconds?"),
+                  (1e-3, f"seconds and milliseconds mixed in the {term} term",
+                   "1000 times too small: seconds added as milliseconds?")]
+    else:
+        slips += [(1e3, f"a unit prefix in the {term} term", "1000 times too large: a unit prefix (k, M, G) slip?"),
+                  (1e-3, f"a unit prefix in the {term} term", "1000 times too small: a unit prefix (k, M, G) slip?")]
+    if information or time:
+        slips += [(8.0, f"bits for bytes in the {term} term", "8 times too large: bits for bytes in that term?"),
+                  (1 / 8, f"bits for bytes in the {term} term", "8 times too small: bytes for bits in that term?"),
+                  (2**30 / 1e9, f"GB for GiB in the {term} term", "off by 2^30 / 10^9: GiB and GB mixed in that term?"),
+                  (1e9 / 2**30, f"GB for GiB in the {term} term", "off by 10^9 / 2^30: GiB and GB mixed in that term?")]
+    for count, n in counts.items():
+        if n > 1:
+            slips += [((n + 1) / n, f"off by one in {count}", f"as if {count} were {n + 1}, not {n}: one too many?"),
+                      ((n - 1) / n, f"off by one in {count}", f"as if {count} were {n - 1}, not {n}: one too few?"),
+                      (float(n), f"the {term} term multiplied by {count}",
+                       f"{n} times what it should be: counted once for each of {count} ({n}) where once is right?"),
+                      (1 / n, f"the {term} term divided by {count}",
+                       f"1/{n} of what it should be: counted once where it is once for each of {count} ({n})?")]
+    two = ("K and V, or 2 bytes a value" if information else
+           "2 FLOPs per multiply-add" if _exponent(dimensionality, "[computation]") else "")
+    slips += [(2.0, f"the {term} term doubled", "twice what it should be: counted twice, or a factor of 2 where "
+                                                "none belongs (both halves of a triangle, say)?"),
+              (0.5, f"the {term} term halved",
+               f"half what it should be: a factor of 2 left out{f' ({two})' if two else ''}?")]
+    return slips
+
+
+def _term_mistake(got, expected, name, shown, rel, terms: Mapping[str, object], counts, precision) -> None:
+    """Fail naming the term and the slip when the answer is the expected sum with one term scaled; else return."""
+    __tracebackhide__ = True
+    units = expected.units
+    values = {}
+    for term, value in terms.items():
+        q = _as_ours(value, f"the term {term}")
+        values[term] = np.asarray(q.m_as(units) if q is not None else _plain(value, f"the term {term}"), dtype=float)
+    want = sum(values.values())
+    if not np.allclose(want, np.asarray(expected.magnitude, dtype=float), rtol=max(rel, 1e-6)):
+        raise ValueError(f"terms ({', '.join(terms)}) do not add up to the expected value {_describe(expected)}")
+    have = np.asarray(got.m_as(units), dtype=float)
+    scale = np.max(np.abs(want))
+    off = float(np.max(np.abs(have - want))) / scale
+    # The slip must explain the answer far better than the answer matches the sum: to a tenth of how far off it is,
+    # and a factor near 1 (GB for GiB) almost exactly, as for the whole answer.
+    close = min(rel, off / 10)
+    found = []
+    for term, value in values.items():
+        for factor, tag, looks in _term_slips(term, expected.dimensionality, counts, precision):
+            error = float(np.max(np.abs(have - (want + (factor - 1) * value)))) / scale
+            if error <= (min(close, _NEAR_ONE_NAMED * float(np.max(np.abs(value))) / scale)
+                         if 0.8 < factor < 1.25 else close):
+                found.append((error, term, tag, looks))
+    if not found:
+        return
+    found.sort(key=lambda f: f[0])
+    _, term, tag, looks = found[0]
+    # Another term that a slip explains as well is said too; another slip of the same term is not (a term
+    # left out and the same term 1000 times too small look alike, and the first is the likelier).
+    others = sorted({f"the {t} term {l.split(':')[0].split(' (')[0]}" for _, t, g, l in found[1:] if t != term})
+    also = f" (or {'; or '.join(others)})" if others else ""
+    _fail(f"{name} = {shown}, expected {_describe(expected)} ({_percent(rel)}): it is the expected "
+          f"{' + '.join(terms)} with the {term} term {looks}{also}", tag)
+
+
+def terms_of(result, what: str = "time") -> dict[str, pint.Quantity]:
+    """The parts of a library result (a prefill's or a decode step's ``.parts``) as :func:`quantity`'s ``terms=``.
+
+    Returns {part name: its ``what`` ("time", "bytes" or "flops")}, plus "the overhead per pass" for what the
+    total has beyond its parts (the typical preset's fixed cost), so that the terms add up to ``getattr(result,
+    what)``.  An exercise checking a step's time writes ``terms=check.terms_of(step)``.
+    """
+    total = getattr(result, what)
+    parts = {name: getattr(part, what) for name, part in result.parts.items()}
+    rest = total - sum(parts.values(), 0 * total)
+    if abs(rest.magnitude) > 1e-9 * abs(total.magnitude):
+        parts["the overhead per pass"] = rest
+    return parts
 
 
 def _whole_factor(ratio: float, rel: float) -> str | None:
@@ -266,17 +456,32 @@ def _wrong_dimension(got: pint.Quantity, expected: pint.Quantity, name: str) -> 
 
 
 def number(answer: object, expected: float, name: str = "answer", rel: float = 0.02, accept: tuple = (),
-           mistakes: dict[str, float] | None = None) -> None:
-    """Check a plain number (a ratio, a count, a fraction) like :func:`quantity`."""
+           mistakes: dict[str, float] | None = None, also_wrong: Mapping[str, object] | None = None,
+           terms: Mapping[str, float] | None = None, counts: Mapping[str, int] | None = None,
+           precision: str | None = None) -> None:
+    """Check a plain number (a ratio, a count, a fraction) like :func:`quantity`.
+
+    A pint quantity is refused, even a dimensionless one: the exercise asks for a float, and a quantity that
+    happens to print like one fails later where a float is needed (a format string, a comparison with a number).
+    """
     __tracebackhide__ = True
+    if isinstance(answer, pint.Quantity):
+        how = ("value.m_as(\"\") or value.magnitude" if answer.dimensionless else
+               f"divide out its unit first (it is in {format(answer.units, '~') or 'no unit'}), then .m_as(\"\")")
+        shown = _describe(answer) if type(answer).__module__.startswith("pint") else repr(answer)
+        _fail(f"{name} = {shown} is a quantity, but a plain number is asked: return a float, e.g. {how}.",
+              QUANTITY_FOR_NUMBER)
     quantity(answer, Q_(_plain(expected, "expected"), ""), name=name, rel=rel,
-             accept=tuple(Q_(_plain(a, "accepted value"), "") for a in accept), mistakes=mistakes)
+             accept=tuple(Q_(_plain(a, "accepted value"), "") for a in accept), mistakes=mistakes,
+             also_wrong=also_wrong, terms=terms, counts=counts, precision=precision)
 
 
 def choice(answer: object, expected: str, name: str = "answer", options: dict[str, tuple[str, ...]] | None = None,
-           why: str = "") -> None:
+           why: str = "", also_wrong: Mapping[str, str] | None = None) -> None:
     """Check a word answer.  ``options`` maps each allowed answer to its accepted spellings; ``why`` is how to
-    find the right one, said after a wrong one (it must not give the answer away)."""
+    find the right one, said after a wrong one (it must not give the answer away).  ``also_wrong`` maps a
+    mistake's name to the option that mistake picks ({"the precision not passed on": "does not fit"}): a wrong
+    pick that one of them explains is told that mistake (the first that does)."""
     __tracebackhide__ = True
     if not isinstance(answer, str):
         _fail(f"{name} should be a string, got {type(answer).__name__} {answer!r}.")
@@ -285,6 +490,9 @@ def choice(answer: object, expected: str, name: str = "answer", options: dict[st
     if matched is None:
         _fail(f"{name} = {answer!r} is not one of the options: {', '.join(repr(k) for k in options)}.")
     if matched != expected:
+        for mistake, option in (also_wrong or {}).items():
+            if option != expected and _option(option, options) == matched:
+                _fail(f"{name} = {answer!r} is not right: it is what this mistake gives: {mistake}.", mistake)
         # The tag names the wrong pick, not the right one: the message must not hand out the answer.
         _fail(f"{name} = {answer!r} is not right.{' ' + why if why else ''}", f"{name}: picked {matched}")
 

@@ -146,6 +146,7 @@ def decode_compute_bound_batch(
     s = setup(model, hardware, precision, mfu, mbu, efficiency=efficiency)
     _check_operation(operation, s)
     compute, memory = s.peak * s.mfu, s.bandwidth * s.mbu
+    body_compute, body_memory = s.peak * s.body_mfu, s.bandwidth * s.body_mbu  # the weight format's factors
 
     def search(c: int) -> Crossing:
         s.model.check_context(c + 1, "this decode step")
@@ -153,9 +154,9 @@ def decode_compute_bound_batch(
         def compute_bound(batch: int) -> bool:
             t = decode_terms(s, batch)
             if operation == "body":  # every weight matmul (an MoE's experts last)
-                return all(w.flops / compute >= w.bytes / memory for w in t.body.values())
+                return all(w.flops / body_compute >= w.bytes / body_memory for w in t.body.values())
             if operation in t.body:
-                return t.body[operation].flops / compute >= t.body[operation].bytes / memory
+                return t.body[operation].flops / body_compute >= t.body[operation].bytes / body_memory
             if operation == "head":
                 return t.head_flops / (s.head_peak * s.mfu) >= t.head_bytes / memory
             if operation == "attention":

@@ -1,4 +1,5 @@
-"""How much of the roofline real kernels reach: MFU, MBU and a per-step overhead, as named presets.
+"""How much of the roofline real engines reach: MFU, MBU per weight format, a per-pass overhead and the
+all-reduce's share of the link, as named presets.
 
 The roofline is a bound: no measurement beats it.  Real engines reach a
 fraction of the peak FLOP/s (MFU) on compute-bound operations and of the
@@ -7,13 +8,26 @@ bandwidth (MBU) on memory-bound ones, and pay a fixed time per forward pass
 max(FLOPs / (peak x MFU), bytes / (bandwidth x MBU)), and each pass adds the
 overhead.
 
-``"ideal"`` is the bound itself.  ``"typical"`` is fitted to the public
-measurements in ``data/measurements.csv`` by :func:`rooflab.calibration.calibrate`
-(least squares on the log of predicted over measured); ``benchmarks/bench_efficiency.py``
-prints the fit row by row.
+The weight matmuls (the body) run at the factors of their weight format
+(:func:`weight_format`): 16-bit, FP8 (weights and activations in the format,
+no dequantisation), INT8 weight-only and INT4 weight-only.  A weight-only
+kernel reads fewer bytes but reaches less of the bandwidth (it unpacks and
+scales each weight), and once the batch makes it compute-bound it multiplies
+slower than a 16-bit kernel (the dequantisation shares the cores: W4A16 at a
+large batch is slower than FP16).  Attention and the head run at the 16-bit
+factors.  A tensor-parallel all-reduce moves its bytes at
+``allreduce_efficiency`` x the link bandwidth and pays ``allreduce_latency``.
+
+``"ideal"`` is the bound itself and the library's one default.
+``"typical"`` is fitted to current engines (CUDA graphs or torch.compile, in-flight batching; 2024-2025
+measurements); ``"typical-2023"`` to 2023's static-batching engines.  Both come from
+:func:`rooflab.calibration.calibrate` on the tables named in ``data``, and each states its vintage and its
+median and maximum error (``benchmarks/bench_efficiency.py`` prints them row by row).
 
 >>> e = efficiency("typical")
 >>> 0 < e.mfu < 1 and 0 < e.mbu < 1 and e.overhead.m_as("ms") > 0
+True
+>>> e.body_factors("int4-g128")[1] < e.body_factors("fp16")[1]  # a W4A16 kernel reaches less bandwidth
 True
 >>> efficiency("ideal")
 Efficiency(name='ideal', mfu=1, mbu=1, overhead=0 ms)
@@ -26,60 +40,162 @@ from dataclasses import dataclass, field
 import pint
 
 from .catalogue import lookup
+from .precision import DTYPE_BITS, Precision, as_precision
 from .units import quantity, to_si
 from .validation import fraction
 
-__all__ = ["Efficiency", "efficiency", "PRESETS"]
+__all__ = ["Efficiency", "efficiency", "PRESETS", "WEIGHT_FORMATS", "weight_format"]
+
+#: The weight formats an efficiency distinguishes (see :func:`weight_format`).
+WEIGHT_FORMATS = ("16-bit", "fp8", "int8", "int4")
+
+
+def weight_format(precision: str | Precision) -> str:
+    """Return the class of kernel the body's matmuls run: "16-bit" (16 or 32-bit weights), "fp8" (weights
+    multiplied in their own format: FP8 or INT8 W8A8, FP4 on Blackwell), "int8" (8-bit weights, 16-bit math)
+    or "int4" (4-bit weights, 16-bit math: GPTQ, AWQ, NF4, MXFP4 on older cores)."""
+    p = as_precision(precision)
+    bits = DTYPE_BITS[p.weights]
+    if bits >= 16:
+        return "16-bit"
+    if DTYPE_BITS[p.compute] <= 8:
+        return "fp8"
+    return "int8" if bits == 8 else "int4"
 
 
 @dataclass(frozen=True)
 class Efficiency:
-    """A named set of efficiency factors: MFU and MBU in (0, 1], overhead per forward pass in seconds."""
+    """A named set of efficiency factors.
+
+    ``mfu`` and ``mbu`` in (0, 1] are the 16-bit factors (attention, head, and the body at 16 bits);
+    ``formats`` maps a weight format of :data:`WEIGHT_FORMATS` to the body's (MFU, MBU) in that format (a
+    format absent uses the 16-bit pair); ``overhead_si`` is the fixed time per forward pass, s;
+    ``allreduce_efficiency`` the share of the one-way link bandwidth an all-reduce reaches and
+    ``allreduce_latency_si`` its fixed cost, s.  ``vintage``, ``median_error`` and ``max_error`` say what it
+    was fitted on and how far it is from those measurements (|predicted / measured - 1|).
+    """
 
     name: str
     mfu: float
     mbu: float
     overhead_si: float = 0.0
+    formats: tuple[tuple[str, float, float], ...] = ()
+    allreduce_efficiency: float = 1.0
+    allreduce_latency_si: float = 0.0
+    vintage: str = field(default="", compare=False)
+    median_error: float | None = field(default=None, compare=False)
+    max_error: float | None = field(default=None, compare=False)
     source: str = field(default="", repr=False, compare=False)
     aliases: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         fraction(self.mfu, "mfu")
         fraction(self.mbu, "mbu")
-        if not self.overhead_si >= 0:
-            raise ValueError(f"overhead must not be negative, got {self.overhead_si} s")
+        fraction(self.allreduce_efficiency, "allreduce_efficiency")
+        for label, value in (("overhead", self.overhead_si), ("allreduce_latency", self.allreduce_latency_si)):
+            if not value >= 0:
+                raise ValueError(f"{label} must not be negative, got {value} s")
+        for entry in self.formats:
+            if len(entry) != 3 or entry[0] not in WEIGHT_FORMATS:
+                raise ValueError(f"formats must hold (format, mfu, mbu) with a format of {', '.join(WEIGHT_FORMATS)}, "
+                                 f"got {entry!r}")
+            fraction(entry[1], f"mfu for {entry[0]}")
+            fraction(entry[2], f"mbu for {entry[0]}")
 
     @property
     def overhead(self) -> pint.Quantity:
         """Fixed time each forward pass (a prefill, a decode step) adds, ms."""
         return quantity(self.overhead_si, "time").to("ms")
 
+    @property
+    def allreduce_latency(self) -> pint.Quantity:
+        """Fixed time of one all-reduce, us."""
+        return quantity(self.allreduce_latency_si, "time").to("us")
+
+    def body_factors(self, precision: str | Precision) -> tuple[float, float]:
+        """Return (MFU, MBU) of the weight matmuls in ``precision``'s weight format (the 16-bit pair if unlisted)."""
+        key = weight_format(precision)
+        for name, mfu, mbu in self.formats:
+            if name == key:
+                return mfu, mbu
+        return self.mfu, self.mbu
+
     def __repr__(self) -> str:
         return (f"Efficiency(name={self.name!r}, mfu={self.mfu:.3g}, mbu={self.mbu:.3g}, "
                 f"overhead={self.overhead:.3g~P})")
 
+    def describe(self) -> str:
+        """One paragraph: the factors per format, the all-reduce, the vintage and the error."""
+        pairs = {f: self.body_factors(_EXAMPLE[f]) for f in WEIGHT_FORMATS}
+        formats = "; ".join(f"{f}: MFU {mfu:.2f}, MBU {mbu:.2f}" for f, (mfu, mbu) in pairs.items())
+        error = ("" if self.median_error is None else
+                 f" Error on its measurements: median {self.median_error:.0%}, max {self.max_error:.0%}.")
+        return (f"{self.name}: {formats}; overhead {self.overhead:.3g~P} a pass; all-reduce at "
+                f"{self.allreduce_efficiency:.0%} of the link + {self.allreduce_latency:.3g~P}. "
+                f"Fitted on {self.vintage or 'nothing (the bound)'}.{error}")
 
-# The typical preset: the values rooflab.calibration.calibrate() returns on data/measurements.csv
-# (37 rows, median |error| 13%; rounded to 0.01 and 0.01 ms); tests/test_efficiency.py refits and
-# checks they agree.  The table is of 2023 engines (TensorRT-LLM 0.5-0.6 static batching, gpt-fast),
-# whose fixed cost per pass, a few ms, is larger than today's CUDA-graph engines pay at batch 1.
-_TYPICAL = dict(mfu=0.53, mbu=0.83, overhead_si=3.73e-3)
+
+_EXAMPLE = {"16-bit": "fp16", "fp8": "fp8", "int8": "gpt-fast-int8", "int4": "int4-g128"}
 
 PRESETS: dict[str, Efficiency] = {
     "ideal": Efficiency("ideal", 1.0, 1.0, 0.0,
+                        vintage="", median_error=None, max_error=None,
                         source="The roofline bound: 100% of peak and bandwidth, no overhead.",
                         aliases=("roofline", "bound")),
-    "typical": Efficiency("typical", **_TYPICAL,
-                          source="Fitted to the 37 public measurements in rooflab/data/measurements.csv "
-                                 "(TensorRT-LLM 0.5-0.6 tables and blog, gpt-fast README, 2023) by least squares "
-                                 "on log(predicted / measured); see rooflab.calibration.",
-                          aliases=("realistic", "calibrated")),
 }
+
+#: A weight-only kernel's MFU relative to the 16-bit one once compute-bound (an ESTIMATE, not fitted: no table
+#: here has a large-batch weight-only row).  From torchao's HQQ kernel table (A6000, M = 1024, N = K = 4096, group
+#: 128): a fused Triton W4A16 kernel reaches 72 TFLOP/s where a 16-bit kernel at typical's MFU 0.64 of the 155
+#: TFLOP/s peak would reach 99, about 0.73 of it (tinygemm, gpt-fast's kernel, reaches 16); vLLM's documentation
+#: says its AWQ kernels have lower throughput than the unquantized model.  See docs/decisions.md.
+DEQUANTISATION = 0.7
+
+
+def _fitted(name: str, mfu: float, mbu: float, overhead_ms: float, formats: dict[str, tuple[float | None, float]],
+            allreduce: tuple[float, float], vintage: str, errors: tuple[float, float], source: str,
+            aliases: tuple[str, ...] = ()) -> Efficiency:
+    """A fitted preset: ``formats`` gives the body's (MFU, MBU) per weight format, MFU None for a weight-only
+    format (it multiplies at DEQUANTISATION x the 16-bit MFU); overhead in ms, all-reduce latency in us."""
+    table = tuple((key, round(mfu * DEQUANTISATION, 3) if f_mfu is None else f_mfu, f_mbu)
+                  for key, (f_mfu, f_mbu) in formats.items())
+    return Efficiency(name, mfu, mbu, overhead_ms * 1e-3, table, allreduce[0], allreduce[1] * 1e-6,
+                      vintage, errors[0], errors[1], source, aliases)
+
+
+# What rooflab.calibration.calibrate(name) returns (tests/test_efficiency.py refits and compares); the errors
+# are the median and maximum |predicted / measured - 1| over every row of the preset's tables.
+_TYPICAL = dict(mfu=0.64, mbu=0.69, overhead_ms=0.31,
+                formats={"fp8": (0.54, 0.73), "int8": (None, 0.58), "int4": (None, 0.47)},
+                allreduce=(0.31, 25.7))
+_TYPICAL_2023 = dict(mfu=0.63, mbu=0.95, overhead_ms=3.43,
+                     formats={"fp8": (0.47, 0.70), "int8": (None, 0.77), "int4": (None, 0.67)},
+                     allreduce=(1.0, 6.0))
+
+PRESETS["typical"] = _fitted(
+    "typical", **_TYPICAL,
+    vintage="current engines, 2024-2025: TensorRT-LLM v0.12 and v1.0 in-flight batching at maximum load "
+            "(data/throughput_at_load.csv) and gpt-fast at batch 1 with torch.compile and CUDA graphs, "
+            "formats and tensor parallelism (data/batch_one.csv); 97 rows",
+    errors=(0.080, 2.18),
+    source="Fitted by rooflab.calibration.calibrate on data/throughput_at_load.csv and data/batch_one.csv "
+           "(a Huber loss on log(predicted / measured), each table weighing alike).",
+    aliases=("realistic", "calibrated", "current"))
+PRESETS["typical-2023"] = _fitted(
+    "typical-2023", **_TYPICAL_2023,
+    vintage="2023 static-batching engines: TensorRT-LLM 0.5-0.6 performance tables and H200 blog, gpt-fast's "
+            "first README (data/measurements.csv); 37 rows",
+    errors=(0.074, 0.30),
+    source="Fitted by rooflab.calibration.calibrate on data/measurements.csv (a Huber loss on "
+           "log(predicted / measured)); its all-reduce is the 2024 NCCL figure (6 us, NVIDIA/nccl issue #1259) "
+           "at the full link bandwidth, since the 2023 table has no tensor-parallel row.",
+    aliases=("2023", "static"))
 _INDEX = {key.lower(): preset for preset in PRESETS.values() for key in (preset.name, *preset.aliases)}
 
 
-def efficiency(name: str | Efficiency = "typical") -> Efficiency:
-    """Return the preset called ``name`` ("ideal" or "typical"), or ``name`` itself if it is an Efficiency."""
+def efficiency(name: str | Efficiency = "ideal") -> Efficiency:
+    """Return the preset called ``name`` ("ideal", "typical" or "typical-2023"), or ``name`` itself if it is an
+    Efficiency.  An unknown name raises KeyError listing the presets."""
     if isinstance(name, Efficiency):
         return name
     return lookup(name, _INDEX, "efficiency preset", "typical")

@@ -37,9 +37,10 @@ can allocate on each GPU (``Hardware.usable_memory``).
 Tensor parallelism over N = ``tp`` GPUs: every operation's FLOPs and bytes are
 split N ways (KV heads too, replicated once N exceeds them), and each layer
 adds two all-reduces of tokens x d_model 16-bit activations, a ring costing
-2 (N - 1) / N x message / one-way link bandwidth each, plus a latency per
-all-reduce (0 ideal; 6 us typical, NCCL on an HGX H100 with CUDA graphs,
-NVIDIA/nccl issue #1259).  Communication is not overlapped with compute.
+2 (N - 1) / N x message / (one-way link bandwidth x the preset's
+``allreduce_efficiency``) each, plus the preset's fixed cost per all-reduce
+(``allreduce_latency``: 0 ideal; fitted on the tensor-parallel rows for the
+typical presets).  Communication is not overlapped with compute.
 
 Efficiency is ``"ideal"`` by default, as everywhere in the library: the bound
 no measurement beats; pass ``efficiency="typical"`` for the calibrated estimate
@@ -60,7 +61,7 @@ at most its power).
 >>> best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, ttft_limit=rl.Q_(500, "ms"), itl_limit=rl.Q_(50, "ms"),
 ...                         efficiency="typical")
 >>> best.batch, round(best.itl.m_as("ms"), 1), best.bound  # still below the bend
-(136, 49.9, 'memory')
+(155, 49.8, 'memory')
 """
 
 from __future__ import annotations
@@ -90,10 +91,8 @@ __all__ = [
     "example_prices", "example_price", "SLAUnmet", "TYPICAL_ALLREDUCE_LATENCY", "PRICES",
 ]
 
-#: Latency of one all-reduce under "typical" efficiency: about 6 us between two H100s of an HGX board with CUDA
-#: graphs (NVIDIA/nccl issue #1259, https://github.com/NVIDIA/nccl/issues/1259, 2024).  "ideal" uses 0.
-_TYPICAL_LATENCY_SI = 6.0e-6
-TYPICAL_ALLREDUCE_LATENCY = Q_(_TYPICAL_LATENCY_SI * 1e6, "us")
+#: The typical preset's fixed cost of one all-reduce (fitted on the tensor-parallel rows: see rooflab.efficiency).
+TYPICAL_ALLREDUCE_LATENCY = _efficiency("typical").allreduce_latency
 _ACTIVATION_BYTES = 2.0  # 16-bit activations cross the link
 _MODES = ("separate", "chunked")
 
@@ -239,7 +238,7 @@ class _Group:
     s: Setup
     tp: int
     kv_share: float  # share of each token's K and V one GPU holds
-    link: float  # one-way link bandwidth, B/s (inf when tp == 1)
+    link: float  # one-way link bandwidth an all-reduce reaches, B/s (inf when tp == 1)
     latency: float  # s per all-reduce
     name: str  # the efficiency preset's name
 
@@ -255,12 +254,13 @@ def _group(model, hardware, precision, tp, efficiency, mfu, mbu, overhead, allre
     if n == 1:
         latency = 0.0
     elif allreduce_latency is None:
-        latency = 0.0 if preset.name == "ideal" else _TYPICAL_LATENCY_SI
+        latency = preset.allreduce_latency_si
     else:
         latency = to_si(allreduce_latency, "time", "allreduce_latency")
         if latency < 0:
             raise ValueError(f"allreduce_latency must not be negative, got {allreduce_latency}")
-    link = math.inf if n == 1 else s.device.link_bandwidth_si(n)
+    # an all-reduce reaches the preset's share of the link (1 for the ideal)
+    link = math.inf if n == 1 else s.device.link_bandwidth_si(n) * preset.allreduce_efficiency
     return _Group(s, n, kv_share, link, latency if n > 1 else 0.0, preset.name)
 
 

@@ -27,9 +27,8 @@ from .models import Model, model as _model
 from .precision import Precision, as_precision
 from .roofline import Cost, combine, cost_si
 
-__all__ = ["Setup", "setup", "expected_experts", "body_bytes", "price", "forward_pass", "prefill_pass", "decode_pass",
-           "DecodeTerms",
-           "decode_terms", "Work", "weight_matmuls", "decode_total"]
+__all__ = ["Setup", "setup", "expected_experts", "body_bytes", "price", "price_body", "forward_pass", "prefill_pass",
+           "decode_pass", "DecodeTerms", "decode_terms", "Work", "weight_matmuls", "decode_total"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,16 +44,25 @@ class Setup:
     bytes_per_weight: float  # body weights, scales included
     embedding_bytes: float  # bytes per embedding or head weight
     kv_per_token: float  # B
-    mfu: float
+    mfu: float  # 16-bit factors: attention and head
     mbu: float
     overhead: float  # s per forward pass
     efficiency: str  # the preset's name
+    body_mfu: float = 1.0  # the weight matmuls' factors in this weight format
+    body_mbu: float = 1.0
 
 
 def setup(model, hardware, precision, mfu=None, mbu=None, overhead=None, efficiency="ideal") -> Setup:
-    """Resolve a model, a device, a precision and an efficiency (preset, then explicit overrides) into a Setup."""
+    """Resolve a model, a device, a precision and an efficiency (preset, then explicit overrides) into a Setup.
+
+    The body takes the preset's factors for the weight format (Efficiency.body_factors); an explicit ``mfu`` or
+    ``mbu`` applies to every operation."""
     m, device, p = _model(model), _hardware(hardware), as_precision(precision)
-    mfu, mbu, overhead = resolve(efficiency, mfu, mbu, overhead)
+    preset = _efficiency(efficiency)
+    body_mfu, body_mbu = preset.body_factors(p)
+    body_mfu = body_mfu if mfu is None else None
+    body_mbu = body_mbu if mbu is None else None
+    mfu, mbu, overhead = resolve(preset, mfu, mbu, overhead)
     peak = device.peak_flops_for(p.compute)
     return Setup(
         model=m,
@@ -69,7 +77,9 @@ def setup(model, hardware, precision, mfu=None, mbu=None, overhead=None, efficie
         mfu=mfu,
         mbu=mbu,
         overhead=overhead,
-        efficiency=_efficiency(efficiency).name,
+        efficiency=preset.name,
+        body_mfu=mfu if body_mfu is None else body_mfu,
+        body_mbu=mbu if body_mbu is None else body_mbu,
     )
 
 
@@ -132,8 +142,14 @@ def weight_matmuls(s: Setup, tokens) -> dict[str, Work]:
 
 
 def price(s: Setup, flops, nbytes, peak: float) -> Cost:
-    """One operation's Cost: max(flops / (peak x mfu), nbytes / (bandwidth x mbu))."""
+    """One operation's Cost: max(flops / (peak x mfu), nbytes / (bandwidth x mbu)), at the 16-bit factors."""
     return cost_si(flops, nbytes, peak, s.bandwidth, s.mfu, s.mbu)
+
+
+def price_body(s: Setup, flops, nbytes) -> Cost:
+    """A weight matmul's Cost at the weight format's factors: max(flops / (peak x body_mfu), nbytes /
+    (bandwidth x body_mbu))."""
+    return cost_si(flops, nbytes, s.peak, s.bandwidth, s.body_mfu, s.body_mbu)
 
 
 def forward_pass(s: Setup, decode_seqs, context, prefill_tokens, prefill_sq, prefill_seqs, fits=True,
@@ -150,7 +166,7 @@ def forward_pass(s: Setup, decode_seqs, context, prefill_tokens, prefill_sq, pre
     m = s.model
     tokens = decode_seqs + prefill_tokens
     width = m.layers * m.attention_width
-    parts = {name: price(s, w.flops / tp, w.bytes / tp, s.peak) for name, w in weight_matmuls(s, tokens).items()}
+    parts = {name: price_body(s, w.flops / tp, w.bytes / tp) for name, w in weight_matmuls(s, tokens).items()}
     parts.update({
         "attention": price(s, (decode_seqs * 4.0 * width * context + prefill_sq * 2.0 * width) / tp,
                            (decode_seqs * (context + 1.0) + prefill_tokens) * s.kv_per_token * kv_share, s.peak),
@@ -235,7 +251,8 @@ def decode_total(s: Setup, prompt_len, steps, batch):
     """
     t = decode_terms(s, batch)
     compute, memory = s.peak * s.mfu, s.bandwidth * s.mbu
-    fixed = (sum(_max(w.flops / compute, w.bytes / memory) for w in t.body.values())
+    body_compute, body_memory = s.peak * s.body_mfu, s.bandwidth * s.body_mbu
+    fixed = (sum(_max(w.flops / body_compute, w.bytes / body_memory) for w in t.body.values())
              + _max(t.head_flops / (s.head_peak * s.mfu), t.head_bytes / memory) + s.overhead)
     m0, m1 = t.attention_bytes_fixed / memory, t.attention_bytes_per_context / memory  # memory time = m0 + m1 c
     c1 = t.attention_flops_per_context / compute  # attention compute time = c1 x context

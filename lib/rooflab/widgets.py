@@ -24,8 +24,8 @@ __all__ = ["serving_explorer", "explain", "memory_explorer", "explain_memory", "
 
 
 def explain(model: str, device: str, precision: str, prompt_len: int, output_len: int, batch: int):
-    """One line on a configuration (TTFT and ITL, ideal and typical, what binds), and its phase costs
-    for a roofline plot.
+    """One line on a configuration (TTFT and ITL, ideal and typical, each with what binds at that
+    efficiency), and its phase costs (ideal) for a roofline plot.
 
     A configuration that does not fit, needs more context than the model has, or asks for a
     precision the device lacks, gets a line saying so and no costs.
@@ -41,8 +41,11 @@ def explain(model: str, device: str, precision: str, prompt_len: int, output_len
     typical = request(model, device, prompt_len, output_len, batch, precision, efficiency="typical")
     p = prefill(model, device, prompt_len, batch, precision)
     d = decode_step(model, device, prompt_len, batch=batch, precision=precision)
-    text = (f"TTFT {r.ttft:.3g~P} ideal, {typical.ttft:.3g~P} typical ({p.bound}-bound)   "
-            f"ITL {r.itl:.3g~P} ideal, {typical.itl:.3g~P} typical ({d.bound}-bound)   "
+    # Each figure carries its own bound: at typical efficiency a short prefill can turn compute-bound sooner.
+    p_typical = prefill(model, device, prompt_len, batch, precision, efficiency="typical")
+    d_typical = decode_step(model, device, prompt_len, batch=batch, precision=precision, efficiency="typical")
+    text = (f"TTFT {r.ttft:.3g~P} ideal ({p.bound}-bound), {typical.ttft:.3g~P} typical ({p_typical.bound}-bound)   "
+            f"ITL {r.itl:.3g~P} ideal ({d.bound}-bound), {typical.itl:.3g~P} typical ({d_typical.bound}-bound)   "
             f"request {typical.e2e:.3g~P} typical, {typical.decode_share.magnitude:.0%} of it decoding")
     return text, {"prefill": p, "decode step": d}
 

@@ -10,7 +10,7 @@ keeping the embedding and head in 16 bits) is accepted too.
 
 from __future__ import annotations
 
-from ..check import _fail, choice, number, quantity
+from ..check import PRECISION_NOT_PASSED, _fail, choice, number, quantity
 from . import exercise, question
 
 A = "01_two_phases"
@@ -21,6 +21,16 @@ PHASES = {"prefill": ("the prefill", "prompt"), "decode": ("decoding", "the deco
 SPECS = {"peak FLOP/s": ("flops", "peak flops", "flop/s", "compute", "tflop/s"),
          "memory bandwidth": ("bandwidth", "memory", "hbm bandwidth", "hbm")}
 
+
+# The mistakes these exercises name from values they compute themselves (check's also_wrong=).
+TOTAL_FOR_ACTIVE = "total instead of active parameters (every expert counted)"
+TIE = "a tie broken the wrong way (> where the rule says >=)"
+FP16_PEAK = "the fp16 peak for another format"
+MEMORY_AT_FP16 = f"{PRECISION_NOT_PASSED} to the memory check"
+REQUEST_AT_FP16 = f"{PRECISION_NOT_PASSED} to rl.request"
+OUTPUT_STEPS = "off by one in output_len - 1"
+UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}
+TIE_HINT = ("The two are exactly equal here, and the rule for a tie is stated: at or above (>=), compute binds.")
 
 RIDGE_HINT = ("Compare the intensity with the device's ridge point at the precision asked "
               "(device.ridge_point(precision)): at or above it, compute binds; below it, memory.")
@@ -37,13 +47,24 @@ def _pair(result, label: str):
 @exercise("prefill_flops", A, derive=True, visible=[
     ("Llama-3-8B", 2000),  # attention is 3.6% of it: a missing or doubled (non-causal) attention term shows
     ("Llama-3-8B", 16),    # the logits are 0.5% of it: forgetting them (or counting them per token) shows
+    # A mixture of experts: a token passes through 2 of Mixtral's 8 experts, so every parameter counted (total
+    # instead of active) gives 3.7x the FLOPs (47.6 TFLOP for 13.0 at 512 tokens).
+    ("Mixtral-8x7B", 512),
 ])
 def _prefill_flops(answers, case, ref, rl):
     __tracebackhide__ = True
     (prefill_flops,) = answers
     name, prompt_len = case
+    m = ref.model(name)
     expected = ref.prefill(name, "H100", prompt_len, allow_overflow=True).flops
-    quantity(prefill_flops(rl.model(name), prompt_len), expected, f"prefill_flops({name}, {prompt_len})", rel=EXACT)
+    # The notebook's three parts, so that a slip in one of them is named with its part.
+    terms = {"linear": ref.Q_(2 * m.active_non_embedding_params * prompt_len, "FLOP"),
+             "attention": ref.Q_(2 * m.layers * m.attention_width * prompt_len**2, "FLOP"),
+             "logits": ref.Q_(2 * m.d_model * m.vocab, "FLOP")}
+    every_expert = ref.Q_(2 * (m.non_embedding_params - m.active_non_embedding_params) * prompt_len, "FLOP")
+    quantity(prefill_flops(rl.model(name), prompt_len), expected, f"prefill_flops({name}, {prompt_len})", rel=EXACT,
+             also_wrong={TOTAL_FOR_ACTIVE: expected + every_expert} if every_expert.magnitude else {},
+             terms=terms, counts={"prompt_len": prompt_len})
 
 
 def _every_weight(ref, name, precision):
@@ -66,7 +87,7 @@ def _weight_bytes(answers, case, ref, rl):
     if per_value != 2:  # checked before the generic factor of 2, which would blame K and V
         mistakes["2 bytes a value whatever the format"] = 2 / per_value
     quantity(weight_bytes(rl.model(name), precision), every_weight, f"weight_bytes({name}, {precision!r})",
-             rel=EXACT, accept=(as_shipped,), mistakes=mistakes)
+             rel=EXACT, accept=(as_shipped,), mistakes=mistakes, precision=precision)
 
 
 @exercise("decode_bytes", A, derive=True, visible=[
@@ -95,8 +116,10 @@ def _decode_bytes(answers, case, ref, rl):
     if not isinstance(cache, (int, float)) and getattr(cache, "magnitude", None) == 0:
         _fail(f"{label} is the same as at a context of 0 tokens: a decode step also reads the KV cache of the "
               f"{context_len} tokens of context, which should add {kv.to('GB'):.4g~P}.", "the KV cache left out")
-    quantity(cache, kv, f"the KV cache in {label} (its value less that at context 0)", rel=EXACT, mistakes=mistakes)
-    quantity(total, every_weight + kv, label, rel=EXACT, accept=(as_shipped + kv, careful))
+    quantity(cache, kv, f"the KV cache in {label} (its value less that at context 0)", rel=EXACT, mistakes=mistakes,
+             precision=precision)
+    quantity(total, every_weight + kv, label, rel=EXACT, accept=(as_shipped + kv, careful),
+             terms={"weights": every_weight, "KV cache": kv}, precision=precision)
 
 
 @exercise("roofline_time", A, derive=True, visible=[
@@ -107,6 +130,9 @@ def _decode_bytes(answers, case, ref, rl):
     ((40, "TFLOP"), (16, "GB"), "A100-80GB", "bf16"),
     # Compute-bound at fp8: the fp16 peak used whatever the format (2x too long).
     ((900, "GFLOP"), (0.5, "GB"), "H100", "fp8"),
+    # A tie: 65 TFLOP take 1 s at the T4's 65 TFLOP/s, and so do 320 GB at its 320 GB/s. The stated rule says
+    # "compute"; a strict > (compute > memory) says "memory".
+    ((65, "TFLOP"), (320, "GB"), "T4", "fp16"),
 ])
 def _roofline_time(answers, case, ref, rl):
     __tracebackhide__ = True
@@ -115,10 +141,16 @@ def _roofline_time(answers, case, ref, rl):
     expected = ref.roofline(ref.Q_(*flops), ref.Q_(*nbytes), device, precision)
     label = f"roofline_time(Q_({flops[0]}, {flops[1]!r}), Q_({nbytes[0]}, {nbytes[1]!r}), {device}, {precision!r})"
     time, bound = _pair(roofline_time(rl.Q_(*flops), rl.Q_(*nbytes), rl.hardware(device), precision), label)
-    quantity(time, expected.time, f"the time of {label}")
+    d = ref.hardware(device)
+    compute, memory = ref.Q_(*flops) / d.peak_flops(precision), ref.Q_(*nbytes) / d.memory_bandwidth
+    at_fp16 = max(ref.Q_(*flops) / d.peak_flops("fp16"), memory).to("s")
+    quantity(time, expected.time, f"the time of {label}", precision=precision,
+             also_wrong={FP16_PEAK: at_fp16} if d.peak_flops(precision) != d.peak_flops("fp16") else {})
+    tie = compute.m_as("s") == memory.m_as("s")
     choice(bound, expected.bound, f"what binds in {label}", BOUNDS,
-           why="The resource that binds is the one whose time is the larger: F / peak FLOP/s at this precision, "
-               "or B / memory bandwidth.")
+           why=TIE_HINT if tie else "The resource that binds is the one whose time is the larger: F / peak FLOP/s "
+                                    "at this precision, or B / memory bandwidth.",
+           also_wrong={TIE: "memory"} if tie else {})
 
 
 @exercise("ttft_and_itl", A, derive=True, visible=[
@@ -127,6 +159,9 @@ def _roofline_time(answers, case, ref, rl):
     # step that ignores it fails; its embedding is small, so weights in GiB labelled GB fail too.
     ("Llama-2-7B", "A100-80GB", 4000, "fp16"),
     ("Llama-3-8B", "H100", 100, "fp16"),  # a short prompt is memory-bound: a TTFT from the FLOPs alone fails
+    # fp8: the precision not passed on to roofline_time (the fp16 peak doubles this compute-bound TTFT), or to
+    # weight_bytes and decode_bytes (twice the bytes double the memory-bound ITL).
+    ("Llama-3-8B", "H100", 2000, "fp8"),
 ])
 def _ttft_and_itl(answers, case, ref, rl):
     __tracebackhide__ = True
@@ -143,8 +178,26 @@ def _ttft_and_itl(answers, case, ref, rl):
     itls = [max(step.flops / peak, (w + kv) / bandwidth).to("s") for w in weights] + [step.time]
     label = f"ttft_and_itl({name}, {device}, {prompt_len}, {precision!r})"
     ttft, itl = _pair(ttft_and_itl(rl.model(name), rl.hardware(device), prompt_len, precision), label)
-    quantity(ttft, ttfts[0], f"the TTFT of {label}", accept=tuple(ttfts[1:]))
-    quantity(itl, itls[0], f"the ITL of {label}", accept=tuple(itls[1:]))
+    # The same counts with fp16 somewhere the precision asked belongs: its peak, its bytes, or both.
+    slips = [(peak_at, bytes_at) for peak_at, bytes_at in (("fp16", precision), (precision, "fp16"), ("fp16", "fp16"))
+             if (peak_at, bytes_at) != (precision, precision)]
+    wrong = [_times(ref, name, device, prompt_len, peak_at, bytes_at) for peak_at, bytes_at in slips]
+    quantity(ttft, ttfts[0], f"the TTFT of {label}", accept=tuple(ttfts[1:]), precision=precision,
+             also_wrong={PRECISION_NOT_PASSED: tuple(t for t, _ in wrong)} if wrong else {})
+    quantity(itl, itls[0], f"the ITL of {label}", accept=tuple(itls[1:]), precision=precision,
+             also_wrong={PRECISION_NOT_PASSED: tuple(i for _, i in wrong)} if wrong else {})
+
+
+def _times(ref, name, device, prompt_len, peak_at, bytes_at):
+    """(TTFT, ITL) as this notebook counts them (every weight read once), with the peak FLOP/s of ``peak_at`` and
+    the bytes a value of ``bytes_at``: what a precision not passed on gives."""
+    m, d = ref.model(name), ref.hardware(device)
+    peak, bandwidth = d.peak_flops(peak_at), d.memory_bandwidth
+    weights = _every_weight(ref, name, bytes_at)[0]
+    kv = prompt_len * ref.Q_(1, "token") * m.kv_bytes_per_token(bytes_at)
+    prefill = ref.prefill(name, device, prompt_len, allow_overflow=True).flops
+    step = ref.decode_step(name, device, prompt_len, allow_overflow=True).flops
+    return max(prefill / peak, weights / bandwidth).to("s"), max(step / peak, (weights + kv) / bandwidth).to("s")
 
 
 @exercise("intensities", A, derive=True, visible=[
@@ -157,16 +210,23 @@ def _ttft_and_itl(answers, case, ref, rl):
     ("intensities", "Llama-2-7B", 4000, "fp16", "A100-80GB"),
     ("bound", 400, "H100", "fp8"),       # memory-bound at fp8: the fp16 ridge point used whatever the format
     ("bound", 200, "A100-80GB", "bf16"),  # compute-bound on the A100: the H100's ridge point (295) hard-coded
+    # fp8: the precision not passed on to weight_bytes or decode_bytes (twice the bytes halve both intensities).
+    ("intensities", "Llama-3-8B", 2000, "fp8", "H100"),
+    # Exactly the T4's ridge point (65 TFLOP/s over 320 GB/s is 203.125 FLOP/B, exact in binary): "at or above"
+    # says compute; a strict > says memory.
+    ("bound", 203.125, "T4", "fp16"),
 ])
 def _intensities(answers, case, ref, rl):
     __tracebackhide__ = True
     arithmetic_intensities, binding_resource = answers
     if case[0] == "bound":
         _, intensity, device, precision = case
-        expected = "compute" if intensity >= ref.hardware(device).ridge_point(precision).m_as("FLOP/B") else "memory"
+        ridge = ref.hardware(device).ridge_point(precision).m_as("FLOP/B")
+        expected = "compute" if intensity >= ridge else "memory"
         answer = binding_resource(rl.Q_(intensity, "FLOP/B"), rl.hardware(device), precision)
+        tie = intensity == ridge
         choice(answer, expected, f"binding_resource(Q_({intensity}, 'FLOP/B'), {device}, {precision!r})", BOUNDS,
-               why=RIDGE_HINT)
+               why=TIE_HINT if tie else RIDGE_HINT, also_wrong={TIE: "memory"} if tie else {})
         return
     _, name, prompt_len, precision, device = case
     m = ref.model(name)
@@ -177,14 +237,14 @@ def _intensities(answers, case, ref, rl):
     label = f"arithmetic_intensities({name}, {prompt_len}, {precision!r})"
     prefill_i, decode_i = _pair(arithmetic_intensities(rl.model(name), prompt_len, precision), label)
     quantity(prefill_i, expected, f"the prefill intensity of {label}",
-             accept=((prefill.flops / as_shipped).to("FLOP/B"), prefill.intensity))
+             accept=((prefill.flops / as_shipped).to("FLOP/B"), prefill.intensity), precision=precision)
     # Accepted: this notebook's decode_flops over its decode_bytes (every weight, or as shipped), or the careful
     # count; at 2% a step that leaves out the KV cache fails on a long context.
     simple_flops = ref.Q_(2 * m.active_non_embedding_params + 4 * m.layers * m.attention_width * prompt_len
                           + 2 * m.d_model * m.vocab, "FLOP")
     kv = prompt_len * ref.Q_(1, "token") * m.kv_bytes_per_token(precision)
     quantity(decode_i, (simple_flops / (every_weight + kv)).to("FLOP/B"), f"the decode intensity of {label}",
-             accept=((simple_flops / (as_shipped + kv)).to("FLOP/B"), step.intensity))
+             accept=((simple_flops / (as_shipped + kv)).to("FLOP/B"), step.intensity), precision=precision)
     ridge = ref.hardware(device).ridge_point(precision)
     for phase, intensity, right in (("prefill", prefill_i, expected), ("decode", decode_i, step.intensity)):
         choice(binding_resource(intensity, rl.hardware(device), precision), "compute" if right >= ridge else "memory",
@@ -195,17 +255,30 @@ def _intensities(answers, case, ref, rl):
 @exercise("speedups", A, derive=True, visible=[
     ("Llama-3-8B", "A100-80GB", "H100", 2000),  # 3.2x and 1.6x: old / new inverted, TTFT from the bandwidth
     ("Llama-3-8B", "H100", "H200", 2000),       # same FLOP/s, 1.4x bandwidth: a TTFT that moves with bandwidth
+    # fp32: the H100 has 3.4x the A100's fp32 FLOP/s but 3.2x its fp16 FLOP/s, so a precision not passed on (the
+    # times computed at fp16) gives the wrong TTFT speed-up.
+    ("Llama-3-8B", "A100-80GB", "H100", 2000, "fp32"),
 ])
 def _speedups(answers, case, ref, rl):
     __tracebackhide__ = True
     speedups, ttft_follows, itl_follows = answers
-    name, old, new, prompt_len = case
-    ttft = ref.prefill(name, old, prompt_len).time / ref.prefill(name, new, prompt_len).time
-    itl = ref.decode_step(name, old, prompt_len).time / ref.decode_step(name, new, prompt_len).time
-    label = f"speedups({name}, {old}, {new}, {prompt_len})"
-    ttft_gain, itl_gain = _pair(speedups(rl.model(name), rl.hardware(old), rl.hardware(new), prompt_len), label)
-    number(ttft_gain, ttft.m_as(""), f"the TTFT speed-up of {label}")
-    number(itl_gain, itl.m_as(""), f"the ITL speed-up of {label}", rel=0.03)
+    name, old, new, prompt_len, *asked = case
+    precision = asked[0] if asked else "fp16"
+
+    def gains(at):
+        return (ref.prefill(name, old, prompt_len, precision=at).time
+                / ref.prefill(name, new, prompt_len, precision=at).time).m_as(""), \
+               (ref.decode_step(name, old, prompt_len, precision=at).time
+                / ref.decode_step(name, new, prompt_len, precision=at).time).m_as("")
+
+    (ttft, itl), (ttft16, itl16) = gains(precision), gains("fp16")
+    label = f"speedups({name}, {old}, {new}, {prompt_len}" + (f", {precision!r})" if asked else ")")
+    ttft_gain, itl_gain = _pair(speedups(rl.model(name), rl.hardware(old), rl.hardware(new), prompt_len,
+                                         *asked), label)
+    number(ttft_gain, ttft, f"the TTFT speed-up of {label}",
+           also_wrong={PRECISION_NOT_PASSED: ttft16} if abs(ttft16 / ttft - 1) > 0.02 else {})
+    number(itl_gain, itl, f"the ITL speed-up of {label}", rel=0.03,
+           also_wrong={PRECISION_NOT_PASSED: itl16} if abs(itl16 / itl - 1) > 0.03 else {})
     hint = ("Compare your two pairs of speed-ups with the ratios of the devices' peak FLOP/s and memory bandwidths "
             "(device.peak_flops('fp16'), device.memory_bandwidth): the figure a phase follows is the one whose ratio "
             "its speed-up matches.")
@@ -219,20 +292,24 @@ def _speedups(answers, case, ref, rl):
     ("Llama-3-8B", "A100-80GB", 4096, 256, (200, "ms"), (50, "ms"), "fp16", None),
     ("Llama-3-8B", "A100-80GB", 4096, 256, (200, "ms"), (50, "ms"), "fp16", "ideal"),  # the efficiency ignored
     ("Llama-3-8B", "H100", 4096, 256, (0.2, "s"), (0.05, "s"), "fp16", None),  # limits in s: bare magnitudes compared
-    ("Llama-3-8B", "H100", 4096, 256, (200, "ms"), (8, "ms"), "fp16", "typical"),  # only the TTFT limit checked
+    # only the TTFT limit checked: an ITL limit between the ideal's (4.6 ms) and typical's (7.0 ms)
+    ("Llama-3-8B", "H100", 4096, 256, (200, "ms"), (6, "ms"), "fp16", "typical"),
     # Llama-2-7B's 13.5 GB of weights leave about 1,450 tokens of cache in 0.9 of the 15.8 GB a process gets on a
     # T4: this prompt fits, the prompt and its answer do not.
     ("Llama-2-7B", "T4", 1000, 1000, (2, "s"), (200, "ms"), "fp16", None),
+    # int8 halves Llama-3-8B's weights to 8 GB, which fit the T4 with room for the cache: the memory checked at
+    # fp16 (the precision not passed on) says "does not fit", and rl.request asked at fp16 refuses the request.
+    ("Llama-3-8B", "T4", 4096, 256, (2, "s"), (100, "ms"), "int8", None),
 ])
 def _sla_verdict(answers, case, ref, rl):
     __tracebackhide__ = True
     (sla_verdict,) = answers
     name, device, prompt_len, output_len, ttft_limit, itl_limit, precision, efficiency = case
-    if not ref.memory_budget(name, device, prompt_len + output_len, precision=precision).fits:
-        expected = "does not fit"
-    else:
-        r = ref.request(name, device, prompt_len, output_len, precision=precision, efficiency=efficiency or "typical")
-        expected = "meets" if r.ttft < ref.Q_(*ttft_limit) and r.itl < ref.Q_(*itl_limit) else "too slow"
+    limits = ref.Q_(*ttft_limit), ref.Q_(*itl_limit)
+    asked = (name, device, prompt_len, output_len, limits, efficiency or "typical")
+    expected = _verdict(ref, *asked, precision, precision)
+    slips = {MEMORY_AT_FP16: _verdict(ref, *asked, "fp16", precision),
+             REQUEST_AT_FP16: _verdict(ref, *asked, precision, "fp16")}
     arguments = [rl.model(name), rl.hardware(device), prompt_len, output_len, rl.Q_(*ttft_limit), rl.Q_(*itl_limit),
                  precision] + ([efficiency] if efficiency else [])
     label = (f"sla_verdict({name}, {device}, {prompt_len}, {output_len}, TTFT < {ttft_limit[0]} {ttft_limit[1]}, "
@@ -241,13 +318,27 @@ def _sla_verdict(answers, case, ref, rl):
     try:
         answer = sla_verdict(*arguments)
     except rl.DoesNotFit as error:
+        if expected != "does not fit":
+            _fail(f"{label} asked the library for the latency of a request that fits at {precision}, but at another "
+                  f"precision ({error}): pass precision= on to rl.request.", REQUEST_AT_FP16)
         _fail(f"{label} asked the library for the latency of a request that does not fit ({error}). Check memory "
               "for the whole request first: the prompt and the answer are both in the cache by the last token.",
               "latency asked of a request that does not fit")
-    choice(answer, expected, label, VERDICTS, why=(
+    choice(answer, expected, label, VERDICTS, also_wrong={k: v for k, v in slips.items() if v}, why=(
         "Check in this order: memory for the whole request (the weights and the cache of prompt_len + output_len "
         "tokens, at the precision asked); then the TTFT and the ITL at the efficiency asked for (typical when none "
         "is given), each against its limit, as quantities rather than bare numbers."))
+
+
+def _verdict(ref, name, device, prompt_len, output_len, limits, efficiency, memory_at, request_at):
+    """The verdict with memory checked at ``memory_at`` and the latencies at ``request_at`` (None: refused)."""
+    if not ref.memory_budget(name, device, prompt_len + output_len, precision=memory_at).fits:
+        return "does not fit"
+    try:
+        r = ref.request(name, device, prompt_len, output_len, precision=request_at, efficiency=efficiency)
+    except ref.DoesNotFit:
+        return None
+    return "meets" if r.ttft < limits[0] and r.itl < limits[1] else "too slow"
 
 
 @exercise("decode_share", A, visible=[
@@ -262,9 +353,13 @@ def _decode_share(answers, case, ref, rl):
     name, prompt_len, output_len, ttft_unit, itl_unit = case
     r = ref.request(name, "H100", prompt_len, output_len)
     ttft, itl = rl.Q_(r.ttft.m_as(ttft_unit), ttft_unit), rl.Q_(r.itl.m_as(itl_unit), itl_unit)
+    steps = output_len - 1
+    slips = {OUTPUT_STEPS: (output_len * r.itl / (r.ttft + output_len * r.itl)).m_as("")}
+    if ttft_unit != itl_unit:  # the magnitudes added as they come: the TTFT's seconds counted as milliseconds
+        slips[f"{UNIT_WORDS[ttft_unit]} added to {UNIT_WORDS[itl_unit]}"] = steps * itl.magnitude / (ttft.magnitude + steps * itl.magnitude)
     number(decode_share(ttft, itl, output_len), r.decode_share.m_as(""),
            f"decode_share(Q_({ttft.magnitude:.4g}, {ttft_unit!r}), Q_({itl.magnitude:.4g}, {itl_unit!r}), {output_len})",
-           rel=0.005)
+           rel=0.005, also_wrong=slips)
 
 
 @question("compute_bound_phase", A, "prefill", PHASES, revisited_in="Exercise 3")
@@ -273,10 +368,18 @@ def _compute_bound_phase(ref):
     step = ref.decode_step("Llama-3-8B", "H100", 2000)
     turn = ref.prefill_compute_bound_len("Llama-3-8B", "H100")
     ridge = ref.hardware("H100").ridge_point("fp16")
-    return (f"The H100's ridge point is {ridge.m_as('FLOP/B'):.0f} FLOP/B. The prefill of a 2,000-token prompt does "
-            f"{long.intensity.m_as('FLOP/B'):,.0f} FLOP per byte it reads, so it waits on the arithmetic; a decode "
-            f"step does {step.intensity.m_as('FLOP/B'):.1f}, so it waits on memory. A prompt shorter than about "
-            f"{turn} tokens is memory-bound in the prefill too: its intensity is about one FLOP/B per token.")
+    m = ref.model("Llama-3-8B")
+    every_weight = ref.Q_(m.total_params * 2, "B")
+    yours = (long.flops / every_weight).m_as("FLOP/B")
+    step_flops = 2 * m.active_non_embedding_params + 4 * m.layers * m.attention_width * 2000 + 2 * m.d_model * m.vocab
+    step_bytes = every_weight + 2000 * ref.Q_(1, "token") * m.kv_bytes_per_token("fp16")
+    yours_step = (ref.Q_(step_flops, "FLOP") / step_bytes).m_as("FLOP/B")
+    return (f"The H100's ridge point is {ridge.m_as('FLOP/B'):.0f} FLOP/B. The prefill of a 2,000-token prompt of "
+            f"Llama-3-8B does {yours:,.0f} FLOP per byte it reads by your count ({long.intensity.m_as('FLOP/B'):,.0f} "
+            f"by the library's, which reads the embedding table one row per token), so it waits on the arithmetic; a "
+            f"decode step does {yours_step:.2f} ({step.intensity.m_as('FLOP/B'):.2f}), so it waits on memory. A prompt shorter "
+            f"than about {turn} tokens is memory-bound in the prefill too: its intensity is about one FLOP/B per "
+            "token.")
 
 
 @question("chatbot_spec", A, "memory bandwidth", SPECS, revisited_in="Exercise 4")
@@ -309,8 +412,12 @@ def _a100_prefill_turn(ref):
     ridges = {d: devices[d].ridge_point("fp16").m_as("FLOP/B") for d in turns}
     flops = (devices["H100"].peak_flops("fp16") / devices["A100-80GB"].peak_flops("fp16")).m_as("")
     bandwidth = (devices["H100"].memory_bandwidth / devices["A100-80GB"].memory_bandwidth).m_as("")
-    return (f"On the A100-80GB the prefill of Llama-3-8B turns compute-bound from a {turns['A100-80GB']}-token "
-            f"prompt, against {turns['H100']} on the H100. The turn sits near the ridge point counted in tokens "
+    typical = ref.prefill_compute_bound_len("Llama-3-8B", "A100-80GB", efficiency="typical")
+    why = ("real kernels fall further short of the peak FLOP/s than of the bandwidth" if typical < turns["A100-80GB"]
+           else "real kernels fall further short of the bandwidth than of the peak FLOP/s")
+    return (f"At the ideal, the prefill of Llama-3-8B on the A100-80GB turns compute-bound from a "
+            f"{turns['A100-80GB']}-token prompt, against {turns['H100']} on the H100 (at typical efficiency the "
+            f"A100's turn comes at {typical} tokens: {why}). The ideal turn sits near the ridge point counted in tokens "
             f"(the A100's is {ridges['A100-80GB']:.0f} FLOP/B, the H100's {ridges['H100']:.0f}): each prompt token "
             f"adds about one FLOP per byte of weights read. The H100 has {flops:.1f} times the A100's FLOP/s but only "
             f"{bandwidth:.1f} times its bandwidth, so it needs a longer prompt to keep its cores busy.")
