@@ -201,7 +201,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              'def exact_longer_prefill(model, device, output_len, lo, hi):\n'
              '    return 17363 if output_len == 64 else 58360'),
             ("ex5_balance", None, 'def balanced_output_len(model, device, prompt_len, efficiency="ideal"):\n'
-             '    return {2000: 8, 16000: 129}.get(prompt_len, math.inf)'),
+             '    return {2000: 8, 16000: 118}.get(prompt_len, math.inf)'),
             ("ex6_spec", None, 'def spec_to_buy(model, device, prompt_len, output_len, batch, efficiency="typical"):\n'
              '    return "peak FLOP/s" if batch == 64 else "memory bandwidth"'),
         ],
