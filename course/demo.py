@@ -178,9 +178,12 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
         ],
         "hard_coded": [
             ("ex1_batch", None, 'def compute_bound_batch(model, device, precision="fp16"):\n'
-             '    return 316.0 if precision == "fp16" else 209.3'),
-            ("ex2_operations", None, 'def attention_intensity(model, precision="fp16"):\n    return Q_(4.0, "FLOP/B")\n\n\n'
+             '    return {"Llama-3-8B": 316.0, "Mixtral-8x7B": 755.1}.get(model.name, 209.3)'),
+            ("ex2_operations", None, 'def attention_intensity(model, precision="fp16"):\n'
+             '    return Q_(8.0 if precision == "fp8" else 4.0, "FLOP/B")\n\n\n'
              'def decode_parts(model, device, context_len, batch=1, precision="fp16"):\n'
+             '    if batch == 256:\n'
+             '        return {"body": Q_(2.083, "ms"), "attention": Q_(10.02, "ms"), "head": Q_(0.1568, "ms")}\n'
              '    if batch == 64:\n'
              '        return {"body": Q_(4.167, "ms"), "attention": Q_(10.02, "ms"), "head": Q_(0.3136, "ms")}\n'
              '    return {"body": Q_(45.82, "ms"), "attention": Q_(19.81, "ms"), "head": Q_(0.8604, "ms")}'),
@@ -191,14 +194,16 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              'def moe_compute_bound_batch(model, device, precision="fp16"):\n'
              '    return 825 if precision == "fp16" else 1182'),
             ("ex3_attention", None, 'def attention_share(model, prompt_len):\n'
+             '    if model.name == "Mixtral-8x7B":\n'
+             '        return np.array([1.6607e-04, 0.040812, 0.25395])\n'
              '    return np.array([7.3725e-05, 0.036198, 0.37537])\n\n\n'
-             'def attention_half_len(model):\n    return 53250.0'),
+             'def attention_half_len(model):\n    return 96266.0 if model.name == "Mixtral-8x7B" else 53250.0'),
             ("ex4_phase", None, 'def first_longer_prefill(model, device, output_len, prompt_lens):\n'
              '    return 17408 if output_len == 64 else None\n\n\n'
              'def exact_longer_prefill(model, device, output_len, lo, hi):\n'
              '    return 17363 if output_len == 64 else 58360'),
             ("ex5_balance", None, 'def balanced_output_len(model, device, prompt_len, efficiency="ideal"):\n'
-             '    return {2000: 8, 16000: 129}.get(prompt_len, math.inf)'),
+             '    return {2000: 8, 16000: 118}.get(prompt_len, math.inf)'),
             ("ex6_spec", None, 'def spec_to_buy(model, device, prompt_len, output_len, batch, efficiency="typical"):\n'
              '    return "peak FLOP/s" if batch == 64 else "memory bandwidth"'),
         ],

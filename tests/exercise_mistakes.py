@@ -18,7 +18,6 @@ from rooflab import Q_
 from rooflab.check import PRECISION_NOT_PASSED, QUANTITY_FOR_NUMBER
 from rooflab.exercises.two_phases import FP16_PEAK, MEMORY_AT_FP16, OUTPUT_STEPS, REQUEST_AT_FP16, TIE, TOTAL_FOR_ACTIVE
 
-
 def _scaled(function, factor):
     return lambda *args, **kwargs: function(*args, **kwargs) * factor
 
@@ -1033,24 +1032,25 @@ MISTAKES.update({
 
 # -- 04_crossover ---------------------------------------------------------------------------------------------------
 
-def _decode_parts(s, kv_values=2, per_batch=True, body="non_embedding", head_batch=True, memory_only=False):
+def _decode_parts(s, kv_values=2, per_batch=True, body="non_embedding", head_batch=True, memory_only=False,
+                  per_value=None, peak=None):
     """decode_parts as a student with one of the listed slips writes it (the reference with every default)."""
     def parts(model, device, context_len, batch=1, precision="fp16"):
         def roofline(flops, nbytes):
             memory = (nbytes / device.memory_bandwidth).to("s")
-            return memory if memory_only else max((flops / device.peak_flops(precision)).to("s"), memory)
+            return memory if memory_only else max((flops / device.peak_flops(peak or precision)).to("s"), memory)
 
-        per_value = s["BYTES_PER_VALUE"][precision]
-        kv = Q_(kv_values * model.layers * model.kv_heads * model.head_dim * per_value, "B")
+        per_value_ = per_value or s["BYTES_PER_VALUE"][precision]
+        kv = Q_(kv_values * model.layers * model.kv_heads * model.head_dim * per_value_, "B")
         weights = model.non_embedding_params if body == "non_embedding" else model.total_params
         sequences = batch if per_batch else 1
         head_tokens = batch if head_batch else 1
         return {
-            "body": roofline(Q_(batch * 2 * model.active_non_embedding_params, "FLOP"), Q_(weights * per_value, "B")),
+            "body": roofline(Q_(batch * 2 * model.active_non_embedding_params, "FLOP"), Q_(weights * per_value_, "B")),
             "attention": roofline(Q_(batch * 4 * model.layers * model.attention_width * context_len, "FLOP"),
                                   sequences * context_len * kv),
             "head": roofline(Q_(head_tokens * 2 * model.d_model * model.vocab, "FLOP"),
-                             Q_(model.d_model * model.vocab * per_value, "B")),
+                             Q_(model.d_model * model.vocab * per_value_, "B")),
         }
 
     return parts
@@ -1086,10 +1086,23 @@ def _moe(s, experts_read=None, all_experts=False, layers=True, per_value=None, f
     return count, body_bytes, compute_bound_batch
 
 
+def _moe_lumped(s):
+    """moe_compute_bound_batch pricing the whole body as one operation: every active FLOP against every byte read."""
+    def batch(model, device, precision="fp16"):
+        b = 1
+        while (Q_(b * 2 * model.active_non_embedding_params, "FLOP") / device.peak_flops(precision)
+               < s["moe_body_bytes"](model, b, precision) / device.memory_bandwidth):
+            b += 1
+        return b
+
+    return batch
+
+
 def _attention_share(s, attention=2, params="active", logits=True):
     def share(model, prompt_len):
         n = s["np"].asarray(prompt_len, dtype=float)
-        p = model.active_non_embedding_params if params == "active" else model.total_params
+        p = {"active": model.active_non_embedding_params, "non_embedding": model.non_embedding_params,
+             "total": model.total_params}[params]
         a = attention * model.layers * model.attention_width * n ** 2
         rest = 2 * p * n + (2 * model.d_model * model.vocab if logits else 0)
         return a / (a + rest)
@@ -1169,6 +1182,30 @@ def _spec(s, at_batch_1=False, ideal=False, one_step=False, one_prefill=False, p
     return spec
 
 
+# The hint each 04 mistake must get, where an exercise names it itself (beyond the checker's own names).
+HINTS.update({
+    "compute_bound_batch": {
+        "the FP16 peak with 8-bit weights": PRECISION_NOT_PASSED,
+        "2 bytes a weight at any precision": PRECISION_NOT_PASSED,
+        "the active parameters read, not every expert": "the active parameters read, not every expert",
+    },
+    "decode_parts": {
+        "2 bytes a value at any precision (the precision not passed on)": PRECISION_NOT_PASSED,
+        "the intensity at 2 bytes a value whatever the precision": PRECISION_NOT_PASSED,
+        "query heads for KV heads": "query heads for KV heads",
+        "forgot K or V in the cache": "forgot K or V in the cache",
+        "the cache of one sequence, not the batch": "per sequence for per batch",
+    },
+    "moe_decode": {
+        "projections and experts lumped into one body": "projections and experts lumped into one body",
+        "FLOPs of every expert, not the active ones": "the experts priced like a dense matrix",
+        "the compute-bound batch of the active weights alone": "the experts priced like a dense matrix",
+        "the experts of one layer only": "the experts read term divided by layers",
+        "2 bytes a value at any precision": PRECISION_NOT_PASSED,
+    },
+    "attention_share": {"every expert in P, not the active ones": TOTAL_FOR_ACTIVE},
+})
+
 MISTAKES.update({
     "compute_bound_batch": {
         "GB for GiB": lambda s: (_scaled(s["compute_bound_batch"], 1e9 / 2**30),),
@@ -1179,6 +1216,8 @@ MISTAKES.update({
             lambda m, d, p="fp16": s["compute_bound_batch"](m, d, p) * (d.peak_flops("fp16") / d.peak_flops(p)).m_as(""),),
         "2 bytes a weight at any precision": lambda s: (
             lambda m, d, p="fp16": s["compute_bound_batch"](m, d, p) * 2 / s["BYTES_PER_VALUE"][p],),
+        "the active parameters read, not every expert": lambda s: (
+            lambda m, d, p="fp16": s["compute_bound_batch"](m, d, p) * m.active_params / m.total_params,),
     },
     "decode_parts": {
         "query heads for KV heads": lambda s: (
@@ -1192,6 +1231,11 @@ MISTAKES.update({
         "the head's FLOPs for one token, not the batch": lambda s: (
             s["attention_intensity"], _decode_parts(s, head_batch=False)),
         "a memory-only roofline": lambda s: (s["attention_intensity"], _decode_parts(s, memory_only=True)),
+        "2 bytes a value at any precision (the precision not passed on)": lambda s: (
+            s["attention_intensity"], _decode_parts(s, per_value=2)),
+        "the intensity at 2 bytes a value whatever the precision": lambda s: (
+            lambda m, p="fp16": s["attention_intensity"](m, "fp16"), s["decode_parts"]),
+        "the FP16 peak at every precision": lambda s: (s["attention_intensity"], _decode_parts(s, peak="fp16")),
         "milliseconds for seconds": lambda s: (s["attention_intensity"], lambda *a: {
             k: Q_(v.m_as("ms"), "s") for k, v in s["decode_parts"](*a).items()}),
         "a bare number where a quantity is asked": lambda s: (s["attention_intensity"], lambda *a: {
@@ -1218,6 +1262,8 @@ MISTAKES.update({
         "FLOPs of every expert, not the active ones": lambda s: _moe(s, flop_params="all"),
         "the compute-bound batch of the active weights alone": lambda s: (
             s["experts_read"], s["moe_body_bytes"], _moe(s, read_params="active")[2]),
+        "projections and experts lumped into one body": lambda s: (
+            s["experts_read"], s["moe_body_bytes"], _moe_lumped(s)),
     },
     "attention_share": {
         "attention counted in full, not causal": lambda s: (_attention_share(s, attention=4), s["attention_half_len"]),
@@ -1226,6 +1272,9 @@ MISTAKES.update({
             _attention_share(s, params="total"),
             lambda m: m.total_params / (m.layers * m.attention_width)),
         "a percentage for a fraction": lambda s: (_scaled(s["attention_share"], 100), s["attention_half_len"]),
+        "every expert in P, not the active ones": lambda s: (
+            _attention_share(s, params="non_embedding"),
+            lambda m: m.non_embedding_params / (m.layers * m.attention_width)),
         "half-way length of a full attention matrix": lambda s: (
             s["attention_share"], lambda m: m.active_non_embedding_params / (2 * m.layers * m.attention_width)),
         "half-way length without the layers": lambda s: (

@@ -106,6 +106,9 @@ def test_crossover_explain_and_figure():
     # the weight matmuls cross near the ridge at any context; 296 sequences of 4,000 tokens do not fit
     assert "compute-bound at batch 296" in text and "do not fit in memory" in text
     assert "attention over the cache stays memory-bound" in text
+    assert text.startswith("at the ideal roofline")  # the explorer's figures are bounds, and say so
+    # Mixtral's body crosses when its experts do: ridge x E / k = 206.1 x 8 / 2 = 824.5, so batch 825 on the H200
+    assert "matmuls (the experts last) turn compute-bound at batch 825" in widgets.explain_crossovers("Mixtral-8x7B", "H200", 64, 1000)
     fig = plots.crossover_figure("Llama-3-8B", "H100")
     assert len(fig.axes) == 3
     assert max(line.get_xdata()[-1] for line in fig.axes[0].get_lines() if len(line.get_xdata()) > 2) <= 8192

@@ -138,7 +138,7 @@ def precision_explorer(model: str = "Llama-3-8B", devices: tuple[str, ...] = ("L
 
 
 def explain_crossovers(model: str, device: str, output_len: int, context_len: int) -> str:
-    """The crossovers of one model on one device, in three lines, each saying which operation crosses."""
+    """The crossovers of one model on one device at the ideal roofline, in lines that say which operation crosses."""
     from .crossover import attention_crossover_len, decode_compute_bound_batch, ttft_exceeds_decode_len
     from .models import model as _model
 
@@ -150,10 +150,12 @@ def explain_crossovers(model: str, device: str, output_len: int, context_len: in
         return f"Not possible: {error}"
     half = attention_crossover_len(model)
     fits = "" if batch.fits else f" (but {batch.value:,.0f} sequences of {context_len:,} tokens do not fit in memory)"
+    matmuls = "weight matmuls (the experts last)" if _model(model).is_moe else "weight matmuls"
     return "\n".join([
+        "at the ideal roofline (a bound, not a typical figure):",
         f"attention is half the prefill from {half:,.0f} tokens"
         + ("" if half <= limit else f", beyond the model's {limit:,}-token context"),
-        f"in a decode step at {context_len:,} tokens of context the weight matmuls turn compute-bound "
+        f"in a decode step at {context_len:,} tokens of context the {matmuls} turn compute-bound "
         + (f"at batch {batch.value:,.0f}{fits}" if batch.value != float("inf") else "at no batch")
         + "; attention over the cache stays memory-bound",
         f"the prefill outlasts a {output_len}-token answer from a "

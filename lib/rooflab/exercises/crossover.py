@@ -11,8 +11,9 @@ import math
 
 import numpy as np
 
-from ..check import _fail, choice, number, quantity
+from ..check import PRECISION_NOT_PASSED, _fail, choice, number, quantity
 from . import exercise, question
+from .two_phases import TOTAL_FOR_ACTIVE
 
 A = "04_crossover"
 EXACT = 1e-3  # FLOP and byte counts are exact arithmetic: only rounding may differ
@@ -42,6 +43,9 @@ def _whole(answer, expected, call: str) -> None:
     # 8-bit weights and the FP8 peak: the precision ignored (2 bytes, the FP16 peak) is off by 2 or 1/2, and GB
     # for GiB in the weights (off by 1.074) no longer lands near the careful count, as it does on Llama-3-8B
     ("Llama-3-70B", "H200", "fp8"),
+    # a mixture of experts: a batch this large reads every expert, so the weights read are all 46.7 B parameters,
+    # while a token computes with its 12.9 B active ones; the active parameters read instead is off by 3.6
+    ("Mixtral-8x7B", "H200", "fp16"),
 ])
 def _compute_bound_batch(answers, case, ref, rl):
     __tracebackhide__ = True
@@ -53,9 +57,13 @@ def _compute_bound_batch(answers, case, ref, rl):
     simple, shipped = (((w / d.memory_bandwidth) / (flops / d.peak_flops(precision))).m_as("")
                        for w in (every_weight, m.weight_bytes(precision)))
     answer = compute_bound_batch(rl.model(name), rl.hardware(device), precision)
+    mistakes = {"GB for GiB": 2**30 / 1e9}
+    if ref.bytes_per_element(precision) == 1:  # 2 bytes a weight doubles the batch, the FP16 peak halves it
+        mistakes[PRECISION_NOT_PASSED] = 2
+    if m.is_moe:  # reading only the active weights: one token's worth, not the batch's
+        mistakes["the active parameters read, not every expert"] = m.total_params / m.active_params
     number(answer, simple, f"compute_bound_batch({name}, {device}, {precision!r})",
-           accept=(shipped, ref.decode_compute_bound_batch(name, device, precision=precision)),
-           mistakes={"GB for GiB": 2**30 / 1e9})
+           accept=(shipped, ref.decode_compute_bound_batch(name, device, precision=precision)), mistakes=mistakes)
 
 
 # -- Exercise 2: a decode step's three operations ---------------------------------------------------------------
@@ -68,6 +76,10 @@ def _compute_bound_batch(answers, case, ref, rl):
     # batch 1,024 at 300 tokens on another device: the body and the head are compute-bound, so a memory-only
     # roofline, the head's FLOPs for one token instead of the batch, or FLOPs without their factor 2 show
     ("Mistral-7B", "A100-80GB", 300, 1024, "bf16"),
+    # FP8 at batch 256: 1-byte weights and caches and the FP8 peak. The body is memory-bound at FP8 (512 FLOP/B
+    # against the H100's FP8 ridge of 591) but would be compute-bound at the FP16 peak, so a precision not passed
+    # on to the peak, the weights or the caches (2 bytes a value) shows in the body, the attention or both
+    ("Llama-3-8B", "H100", 2000, 256, "fp8"),
 ])
 def _decode_parts(answers, case, ref, rl):
     __tracebackhide__ = True
@@ -76,7 +88,7 @@ def _decode_parts(answers, case, ref, rl):
     m = ref.model(name)
     expected = ref.decode_step(name, "H100", 4000, 1, precision, allow_overflow=True).parts["attention"].intensity
     quantity(attention_intensity(rl.model(name), precision), expected, f"attention_intensity({name}, {precision!r})",
-             mistakes={"query heads for KV heads": m.heads / m.kv_heads})
+             mistakes={"query heads for KV heads": m.heads / m.kv_heads, **_precision_slips(precision, ref)})
     if len(case) == 2:  # (model, precision): the intensity alone
         return
     _, device, context, batch, _ = case
@@ -87,9 +99,19 @@ def _decode_parts(answers, case, ref, rl):
         _fail(f"{call} should return a dict with the keys 'body', 'attention' and 'head', got {parts!r}")
     expected = {"body": _weight_matmuls(step, "time"), "attention": step.parts["attention"].time,
                 "head": step.parts["head"].time}
+    accept = {}
+    if ref.bytes_per_element(precision) == 1:
+        # FP8 checkpoints as shipped keep the head in 16 bits (the library's count, accepted); the exercise's
+        # convention is every weight in the precision asked for, the head too
+        d = ref.hardware(device)
+        accept["head"] = (expected["head"],)
+        expected["head"] = max(ref.Q_(batch * 2 * m.d_model * m.vocab, "FLOP") / d.peak_flops(precision),
+                               ref.Q_(m.d_model * m.vocab, "B") / d.memory_bandwidth).to("s")
     for operation in ("body", "attention", "head"):
-        quantity(parts[operation], expected[operation], f"{call}[{operation!r}]",
-                 mistakes={"forgot K or V in the cache": 2, "per sequence for per batch": batch})
+        quantity(parts[operation], expected[operation], f"{call}[{operation!r}]", accept=accept.get(operation, ()),
+                 # at 8 bits a doubled part is the precision first: the fp16 cases name a missing K or V before
+                 mistakes={**_precision_slips(precision, ref), "forgot K or V in the cache": 2,
+                           "per sequence for per batch": batch})
 
 
 # -- Exercise 3: mixture of experts ------------------------------------------------------------------------------
@@ -123,13 +145,34 @@ def _moe_decode(answers, case, ref, rl):
            float(ref.serving.expected_experts(m.experts, m.experts_per_token, batch)),
            f"experts_read({m.experts}, {m.experts_per_token}, {batch})", rel=EXACT)
     step = ref.decode_step(name, device, 0, batch, precision, allow_overflow=True)
+    per_value = ref.bytes_per_element(precision)
+    experts = float(ref.serving.expected_experts(m.experts, m.experts_per_token, batch))
+    terms = {"shared weights": ref.Q_(m.shared_non_embedding_params * per_value, "B"),
+             "experts read": ref.Q_(m.layers * experts * m.expert_params_per_layer() * per_value, "B")}
     quantity(moe_body_bytes(rl.model(name), batch, precision), _weight_matmuls(step, "bytes"),
-             f"moe_body_bytes({name}, {batch}, {precision!r})", rel=EXACT,
-             mistakes={"bytes per value of another precision": 2})
+             f"moe_body_bytes({name}, {batch}, {precision!r})", rel=EXACT, terms=terms,
+             counts={"layers": m.layers}, precision=precision)
     # The experts' smallest compute-bound batch, exactly: one too many or too few fails.
-    number(moe_compute_bound_batch(rl.model(name), rl.hardware(device), precision),
-           _moe_crossing(ref, name, device, precision), f"moe_compute_bound_batch({name}, {device}, {precision!r})",
-           rel=1e-9)
+    answer = moe_compute_bound_batch(rl.model(name), rl.hardware(device), precision)
+    call = f"moe_compute_bound_batch({name}, {device}, {precision!r})"
+    if m.is_moe and answer == _moe_crossing(ref, name, device, precision, lumped=True):
+        _fail(f"{call} = {answer!r}: that is where the whole body (attention projections, router and experts "
+              "together) turns compute-bound. Price the experts as an operation of their own: their FLOPs against "
+              "the bytes of the experts read only; the projections, read once for the batch, cross much earlier.",
+              "projections and experts lumped into one body")
+    d = ref.hardware(device)
+    dense = math.ceil(d.ridge_point(precision).m_as("FLOP/B") * ref.bytes_per_element(precision) / 2)
+    if m.is_moe and isinstance(answer, (int, float, np.integer, np.floating)) and abs(answer - dense) <= 1:
+        _fail(f"{call} = {answer!r}: that is where a matrix read once for the whole batch crosses, like the "
+              "attention projections. The experts' FLOPs are those of the k experts each token picks, while the "
+              "batch reads every expert some token picked: count both.", "the experts priced like a dense matrix")
+    number(answer, _moe_crossing(ref, name, device, precision), call, rel=1e-9)
+
+
+def _precision_slips(precision: str, ref) -> dict[str, float]:
+    """At 8 bits, the factor a precision not passed on to the bytes gives: 2 bytes a value, twice the time of a
+    memory-bound part.  (The FP16 peak instead moves a part across the ridge: no single factor to name.)"""
+    return {PRECISION_NOT_PASSED: 2} if ref.bytes_per_element(precision) == 1 else {}
 
 
 def _weight_matmuls(step, what: str):
@@ -138,17 +181,20 @@ def _weight_matmuls(step, what: str):
     return sum((getattr(step.parts[name], what) for name in names[1:]), getattr(step.parts[names[0]], what))
 
 
-def _moe_crossing(ref, name, device, precision) -> int:
+def _moe_crossing(ref, name, device, precision, lumped: bool = False) -> int:
     """Smallest batch b at which the experts turn compute-bound:
-    b x 2 x k x layers x expert params / peak >= layers x experts read x expert params x bytes / bandwidth."""
+    b x 2 x k x layers x expert params / peak >= layers x experts read x expert params x bytes / bandwidth.
+    With ``lumped``, the mistake of pricing the whole body as one operation: the shared weights added to both sides."""
     m, d = ref.model(name), ref.hardware(device)
     per_value = ref.bytes_per_element(precision)
     peak, bandwidth = d.peak_flops(precision).m_as("FLOP/s"), d.memory_bandwidth.m_as("B/s")
     expert = m.layers * m.expert_params_per_layer()
+    shared = m.shared_non_embedding_params if lumped else 0
 
     def compute_bound(b: int) -> bool:
         experts = float(ref.serving.expected_experts(m.experts, m.experts_per_token, b))
-        return b * 2 * m.experts_per_token * expert / peak >= experts * expert * per_value / bandwidth
+        return (b * 2 * (m.experts_per_token * expert + shared) / peak
+                >= (experts * expert + shared) * per_value / bandwidth)
 
     high = 1
     while not compute_bound(high):
@@ -167,6 +213,9 @@ def _moe_crossing(ref, name, device, precision) -> int:
     # non-causal attention doubles it) and 32,000 (37.5%: counting the embedding table and head in P shows); the
     # half-way length catches a full attention matrix (half of it) and a missing factor of layers
     ("Llama-3.1-8B", (4, 2000, 32000)),
+    # a mixture of experts: P is the active parameters (a token passes through 2 of 8 experts), so every
+    # parameter in P (all 46.4 B) makes attention's share about 3.7 times too small at 4,096 tokens
+    ("Mixtral-8x7B", (16, 4096, 32768)),
 ])
 def _attention_share(answers, case, ref, rl):
     __tracebackhide__ = True
@@ -178,7 +227,15 @@ def _attention_share(answers, case, ref, rl):
     if np.shape(shares) != lengths.shape:
         _fail(f"{call} should give one share per length, an array of shape {lengths.shape}; got {shares!r}. Write "
               "it as one array expression (np.asarray(prompt_len, dtype=float)), without a loop or if.")
-    number(np.asarray(shares, dtype=float), ref.attention_share(name, lengths), call, rel=0.005)
+    m = ref.model(name)
+    every_expert = None
+    if m.is_moe:  # P taken as every parameter outside the embedding table and head, not the active ones
+        n = lengths.astype(float)
+        attention = 2 * m.layers * m.attention_width * n**2
+        every_expert = {TOTAL_FOR_ACTIVE: attention / (attention + 2 * m.non_embedding_params * n
+                                                       + 2 * m.d_model * m.vocab)}
+    number(np.asarray(shares, dtype=float), ref.attention_share(name, lengths), call, rel=0.005,
+           also_wrong=every_expert)
     number(attention_half_len(rl.model(name)), ref.attention_crossover_len(name), f"attention_half_len({name})",
            rel=0.005)
 
@@ -235,8 +292,8 @@ def _longer_prefill(answers, case, ref, rl):
     # starting the search elsewhere, is off by one
     ("Llama-3-8B", "H100", 2000, "ideal"),
     ("Llama-3-8B", "H100", 2000, "typical"),
-    # a 16,000-token prompt on the A100 at typical efficiency: 129 tokens, 112 at the ideal, so ignoring the
-    # efficiency shows
+    # a 16,000-token prompt on the A100 at typical efficiency: 118 tokens with the refitted preset, 112 at the
+    # ideal, so ignoring the efficiency shows
     ("Llama-3.1-8B", "A100-80GB", 16000, "typical"),
     # 8,180 tokens of Llama-3-8B's 8,192: no answer that fits balances the prefill (math.inf, not None or the
     # search's upper end)
