@@ -1109,7 +1109,7 @@ def _highest(s, read):
                      token_budget=8192):
         e = s["engine"](model, device, prefill=prefill, token_budget=token_budget)
         best = 0.0
-        for rate in rates:
+        for rate in rates.m_as("1/s"):  # rates: a quantity array of request rates
             run = s["simulate"](e, rate=Q_(rate, "1/s"), prompt_len=prompt_len, output_len=output_len,
                                 requests=s["REQUESTS"], seed=0)
             if read(run) <= p99_itl_limit:

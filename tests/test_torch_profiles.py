@@ -75,3 +75,11 @@ def test_with_torch_token_ids_as_a_tensor_give_the_same_logits_as_an_array():
     from_tensor, cache_t = twin.prefill(torch.as_tensor(tokens), max_new_tokens=1)
     assert torch.equal(from_array, from_tensor)
     assert torch.equal(twin.decode_step(np.array([9]), cache_a), twin.decode_step(torch.tensor([9]), cache_t))
+
+
+def test_has_cuda_agrees_with_the_status_sentence():
+    # The notebook runs the GPU profiles on has_cuda(): a status that merely mentions CUDA must not start them.
+    said = torch_profiles.status()
+    assert torch_profiles.has_cuda() == said.endswith("cuda_profiles will run.")
+    if not HAS_TORCH:
+        assert not torch_profiles.has_cuda()

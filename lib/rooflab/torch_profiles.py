@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["status", "TorchTransformer", "cuda_profiles"]
+__all__ = ["status", "has_cuda", "TorchTransformer", "cuda_profiles"]
 
 
 def _torch():
@@ -28,6 +28,12 @@ def _torch():
     except ImportError:
         return None
     return torch
+
+
+def has_cuda() -> bool:
+    """Whether PyTorch is installed and sees a CUDA device (so :func:`cuda_profiles` can run)."""
+    torch = _torch()
+    return torch is not None and torch.cuda.is_available()
 
 
 def status() -> str:
@@ -122,9 +128,9 @@ def cuda_profiles(net, prompt_lens, batches, prompt_len: int = 8, steps: int = 1
     Every prefill runs inside ``torch.cuda.nvtx.range("prefill")`` and every decode loop inside ``"decode"``;
     CUDA events time them (the GPU runs asynchronously, so a host clock would time the launches).
     """
-    torch = _torch()
-    if torch is None or not torch.cuda.is_available():
+    if not has_cuda():
         raise RuntimeError(status())
+    torch = _torch()
     gpu = TorchTransformer(net, device="cuda")
     rng = np.random.default_rng(0)
 
