@@ -33,7 +33,8 @@ import pint
 from .hardware import Hardware
 from .units import Q_, quantity, to_si
 
-__all__ = ["calibrate", "latest", "device", "best_time", "last_level_cache_bytes", "use_threads", "blas_threads", "PRECISION"]
+__all__ = ["calibrate", "latest", "device", "best_time", "last_level_cache_bytes", "use_threads", "blas_threads",
+           "PRECISION"]
 
 #: The precision numpy multiplies and stores in here: the record has a rate for this one only.
 PRECISION = "fp32"
