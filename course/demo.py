@@ -365,7 +365,8 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              'prefill_mfu = np.array([mfu(TINY, machine, n, t) for n, t in zip(PROMPT_LENS, ttft)])\n'
              'decode_mbu = np.array([mbu(TINY, machine, 12, b, t) for b, t in zip(BATCHES, tpot)])'),
             ("ex5_crossover", None, 'def compute_bound_len(model, device):\n'
-             '    return {"laptop": 11, "H100-SXM": 41, "T4": 51}[device.name]'),
+             '    return {"laptop": 11, "H100-SXM": 41, "T4": 51, "fast accelerator": math.inf, "accelerator": math.inf}'
+             '[device.name]'),
         ],
     },
     "02_kv_cache": {

@@ -1361,7 +1361,7 @@ def _highest(s, read):
                      token_budget=8192):
         e = s["engine"](model, device, prefill=prefill, token_budget=token_budget)
         best = 0.0
-        for rate in rates:
+        for rate in rates.m_as("1/s"):  # rates: a quantity array of request rates
             run = s["simulate"](e, rate=Q_(rate, "1/s"), prompt_len=prompt_len, output_len=output_len,
                                 requests=s["REQUESTS"], seed=0)
             if read(run) <= p99_itl_limit:
@@ -1478,12 +1478,15 @@ def _own07(s, prefill_mfu=None, decode_mbu=None):
             s["tpot"], s["decode_mbu"] if decode_mbu is None else decode_mbu(s), s["peak"], s["bandwidth"])
 
 
-def _crossover07(per_value=4, rows=True, rounding=math.ceil):
+def _crossover07(per_value=4, rows=True, rounding=math.ceil, never=True, context=True):
     def compute_bound_len(m, d):
         ridge = (d.peak_flops("fp32") / d.memory_bandwidth).m_as("FLOP/B")
         p, w = m.active_non_embedding_params, m.non_embedding_params
         row = per_value * m.d_model * ridge if rows else 0
-        return int(rounding(per_value * w * ridge / (2 * p - row)))
+        if never and 2 * p - row <= 0:
+            return math.inf
+        n = int(rounding(per_value * w * ridge / (2 * p - row)))
+        return math.inf if context and n > m.max_context else n
     return compute_bound_len
 
 
@@ -1514,6 +1517,9 @@ MISTAKES.update({
         "a bare number where a quantity is asked": lambda s: _profiles07(s, ttft=lambda s: s["ttft"].m_as("s")),
         "the step's time divided by the batch": lambda s: _profiles07(
             s, tpot=lambda s: s["tpot"] / np.array(s["BATCHES"])),
+        # plausible times typed in from a machine 5x slower: every law holds, only the re-timing disagrees
+        "prefill times typed in from another machine": lambda s: _profiles07(s, ttft=lambda s: s["ttft"] * 5),
+        "decode times typed in from another machine": lambda s: _profiles07(s, tpot=lambda s: s["tpot"] * 5),
     },
     "utilisation": {
         "a percentage for a fraction": lambda s: (_scaled(s["mfu"], 100), s["mbu"]),
@@ -1533,6 +1539,8 @@ MISTAKES.update({
         "the embedding rows left out": lambda s: (_crossover07(rows=False),),
         "2 bytes a value (fp16), not 4": lambda s: (_crossover07(per_value=2),),
         "rounded down": lambda s: (_crossover07(rounding=math.floor),),
+        "a negative length where it never turns compute-bound": lambda s: (_crossover07(never=False),),
+        "the model's context not checked": lambda s: (_crossover07(context=False),),
         "the ridge point taken for the length": lambda s: (
             lambda m, d: math.ceil((d.peak_flops("fp32") / d.memory_bandwidth).m_as("FLOP/B")),),
     },

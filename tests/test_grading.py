@@ -284,9 +284,10 @@ EXPECTED_G = {
     ("katherine", G): (0, "ungradable", 0),
     ("olga", G): (22, "graded", 5),  # os._exit in compute_bound_len's cell [1+2]
     ("mallory", G): (0, "graded", 0),
-    # hard-coded function answers, measurements her own: the visible ttft, step, mfu/mbu and crossover tests
-    # [1+1+1+1], both profile tests [2+4]; her prefill_mfu calls the table with 1 token and raises, so the
-    # own-utilisation tests fail [0]: 4 + 6
+    # hard-coded function answers, measurements her own (so they agree with the checker's re-timing within 3x):
+    # the visible ttft, step, mfu/mbu and crossover tests [1+1+1+1] (her crossover table holds the two
+    # accelerators' math.inf too), both profile tests [2+4]; her prefill_mfu calls the table with 1 token and
+    # raises, so the own-utilisation tests fail [0]: 4 + 6
     ("margaret", G): (10, "graded", 5),
 }
 EXPECTED = {**EXPECTED_A, **EXPECTED_B, **EXPECTED_C, **EXPECTED_D, **EXPECTED_E, **EXPECTED_H, **EXPECTED_F,

@@ -48,3 +48,7 @@ def test_calibrate_returns_a_record_that_says_what_it_measured():
     assert "256x256x256" in dev.notes and "copy" in dev.notes and "matrix-vector" in dev.notes
     assert dev.source.startswith("measured by rooflab.measure.calibrate")
     assert measure.last_level_cache_bytes() > 0
+    # 07's reveals price the student's own machine: latest() is the record the last calibration returned
+    assert measure.latest() is dev
+    again = measure.calibrate(size=256, stream_bytes=4 * 2**20, repeats=1)
+    assert measure.latest() is again and again is not dev

@@ -33,10 +33,12 @@ import pint
 from .hardware import Hardware
 from .units import Q_, quantity, to_si
 
-__all__ = ["calibrate", "device", "best_time", "last_level_cache_bytes", "use_threads", "blas_threads", "PRECISION"]
+__all__ = ["calibrate", "latest", "device", "best_time", "last_level_cache_bytes", "use_threads", "blas_threads",
+           "PRECISION"]
 
 #: The precision numpy multiplies and stores in here: the record has a rate for this one only.
 PRECISION = "fp32"
+_LATEST: list = []  # the record the last calibrate() in this process returned (see latest())
 _FALLBACK_CACHE = 32 * 2**20  # a last-level cache size to assume when the OS does not say
 
 
@@ -204,9 +206,16 @@ def calibrate(size: int = 1536, stream_bytes: int | None = None, repeats: int = 
              f"matrix-vector read {read / 1e9:.1f} GB/s; bandwidth = the larger. "
              f"{os.cpu_count()} CPUs visible, BLAS threads: {threads if threads else 'not known'}.")
     source = f"measured by rooflab.measure.calibrate at {time.strftime('%Y-%m-%d %H:%M:%S')}"
-    return Hardware(name="this machine (numpy fp32)", peak_flops_si={PRECISION: flops},
-                    memory_bandwidth_si=bandwidth, memory_capacity_si=_memory_capacity() or 16e9, power_si=None,
-                    source=source, notes=notes)
+    record = Hardware(name="this machine (numpy fp32)", peak_flops_si={PRECISION: flops},
+                      memory_bandwidth_si=bandwidth, memory_capacity_si=_memory_capacity() or 16e9, power_si=None,
+                      source=source, notes=notes)
+    _LATEST[:] = [record]
+    return record
+
+
+def latest() -> Hardware | None:
+    """The device record the last :func:`calibrate` in this process returned, or None before the first."""
+    return _LATEST[0] if _LATEST else None
 
 
 def describe(dev: Hardware) -> str:

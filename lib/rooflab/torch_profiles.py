@@ -11,14 +11,15 @@ CUDA device :func:`cuda_profiles` times each phase with CUDA events and wraps it
 A GPU profile shows kernels; "GPU utilisation 100%" (nvidia-smi) says only that some kernel was running at each
 sample, not how much of the FLOP/s or bandwidth roof it used: judge prefill by MFU and decode by MBU.
 
-Not tested by the suite where PyTorch is absent (this code runs only where ``import torch`` works).
+tests/test_torch_profiles.py runs the CPU model against the numpy one where PyTorch is installed (skipped where
+it is not); :func:`cuda_profiles` itself runs only on a CUDA device, which the suite's machines do not have.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["status", "TorchTransformer", "cuda_profiles"]
+__all__ = ["status", "has_cuda", "TorchTransformer", "cuda_profiles"]
 
 
 def _torch():
@@ -27,6 +28,12 @@ def _torch():
     except ImportError:
         return None
     return torch
+
+
+def has_cuda() -> bool:
+    """Whether PyTorch is installed and sees a CUDA device (so :func:`cuda_profiles` can run)."""
+    torch = _torch()
+    return torch is not None and torch.cuda.is_available()
 
 
 def status() -> str:
@@ -90,10 +97,16 @@ class TorchTransformer:
             x = x + (torch.nn.functional.silu(h @ layer["w_gate"]) * (h @ layer["w_up"])) @ layer["w_down"]
         return self._norm(x, self.final_norm)
 
+    def _tokens(self, tokens):
+        """Token ids on this model's device: a tensor stays where it is (no copy through the host, no sync)."""
+        if isinstance(tokens, self.torch.Tensor):
+            return tokens.to(self.device)
+        return self.torch.as_tensor(np.asarray(tokens), device=self.device)
+
     def prefill(self, tokens, max_new_tokens: int = 1):
         """(last position's logits, cache) for (batch, n) token ids, as TinyTransformer.prefill."""
         torch, s = self.torch, self.spec
-        tokens = torch.as_tensor(np.asarray(tokens), device=self.device)
+        tokens = self._tokens(tokens)
         b, n = tokens.shape
         shape = (b, s.kv_heads, n + max_new_tokens, s.head_dim)
         cache = [[torch.zeros(shape, device=self.device, dtype=self.head.dtype) for _ in range(2)]
@@ -103,7 +116,7 @@ class TorchTransformer:
 
     def decode_step(self, tokens, cache):
         """Logits of one new token per sequence after the cache's tokens, as TinyTransformer.decode_step."""
-        tokens = self.torch.as_tensor(np.asarray(tokens), device=self.device)
+        tokens = self._tokens(tokens)
         hidden = self._run(tokens[:, None], cache["layers"], cache["length"])
         cache["length"] += 1
         return hidden[:, 0] @ self.head
@@ -115,9 +128,9 @@ def cuda_profiles(net, prompt_lens, batches, prompt_len: int = 8, steps: int = 1
     Every prefill runs inside ``torch.cuda.nvtx.range("prefill")`` and every decode loop inside ``"decode"``;
     CUDA events time them (the GPU runs asynchronously, so a host clock would time the launches).
     """
-    torch = _torch()
-    if torch is None or not torch.cuda.is_available():
+    if not has_cuda():
         raise RuntimeError(status())
+    torch = _torch()
     gpu = TorchTransformer(net, device="cuda")
     rng = np.random.default_rng(0)
 
@@ -134,8 +147,9 @@ def cuda_profiles(net, prompt_lens, batches, prompt_len: int = 8, steps: int = 1
         return best
 
     with torch.inference_mode():
-        ttft = [timed(lambda n=n: gpu.prefill(rng.integers(0, net.spec.vocab, (1, n)), 0), "prefill")
-                for n in prompt_lens]
+        # The prompts go to the GPU before the clock starts: a host-to-device copy is not part of the prefill.
+        prompts = [gpu._tokens(rng.integers(0, net.spec.vocab, (1, n))) for n in prompt_lens]
+        ttft = [timed(lambda p=p: gpu.prefill(p, 0), "prefill") for p in prompts]
         tpot = []
         for b in batches:
             logits, cache = gpu.prefill(rng.integers(0, net.spec.vocab, (b, prompt_len)), steps * (repeats + 1))
@@ -144,7 +158,7 @@ def cuda_profiles(net, prompt_lens, batches, prompt_len: int = 8, steps: int = 1
             def decode():
                 nonlocal token
                 for _ in range(steps):
-                    token = gpu.decode_step(token.cpu().numpy(), cache).argmax(-1)
+                    token = gpu.decode_step(token, cache).argmax(-1)  # stays on the GPU: no sync per step
 
             tpot.append(timed(decode, "decode") / steps)
     return {"ttft_ms": ttft, "tpot_ms": tpot}

@@ -19,6 +19,7 @@ REQUESTS = 300  # requests per simulated rate in exercise 6 (the notebook gives 
 EXPLORER_REQUESTS = 300  # what the tail explorer simulates per point (rooflab.widgets._TAIL_REQUESTS)
 CHUNK = 512  # the token budget the notebook's chunked engine uses
 MD1 = "exponential service (M/M/1) for fixed service"
+REVEAL_REQUESTS, REVEAL_SEED = 10000, 1  # the runs of the cell after Exercise 1 (its reveal quotes the same runs)
 
 
 def _mean_context(prompt_len, output_len):
@@ -76,13 +77,15 @@ def _wait_at_90(ref):
 
     service = ref.prefill("Llama-3-8B", "H100", 1000, efficiency="typical").time_si
     waits = []
-    for rho in (0.5, 0.9):
+    for rho in (0.5, 0.9):  # the runs the cell above printed: the same engine, rates, requests and seed
         e = sim.engine("Llama-3-8B", "H100", token_budget=1000, max_seqs=1)
-        run = sim.simulate(e, rate=sim.Q_(rho / service, "1/s"), prompt_len=1000, output_len=1, requests=20000)
+        run = sim.simulate(e, rate=sim.Q_(rho / service, "1/s"), prompt_len=1000, output_len=1,
+                           requests=REVEAL_REQUESTS, seed=REVEAL_SEED)
         waits.append(run.queue_si.mean())
     return (f"The mean wait grows as rho / (1 - rho): 0.5 / 0.5 = 1 at half load, 0.9 / 0.1 = 9 at 90%, so 9x, not "
-            f"the 1.8x of the load. The simulated server (fixed service {service * 1e3:.1f} ms, 20,000 Poisson "
-            f"arrivals) waits {waits[0] * 1e3:.1f} ms at 50% and {waits[1] * 1e3:.1f} ms at 90%: "
+            f"the 1.8x of the load. The simulated server above (fixed service {service * 1e3:.1f} ms, "
+            f"{REVEAL_REQUESTS:,} Poisson arrivals, seed {REVEAL_SEED}) waits {waits[0] * 1e3:.1f} ms at 50% and "
+            f"{waits[1] * 1e3:.1f} ms at 90%: "
             f"{waits[1] / waits[0]:.1f}x. At 99% it would be 99x: the last few percent of capacity cost the most.")
 
 
@@ -241,8 +244,8 @@ def _highest_rate(answers, case, ref, rl):
     __tracebackhide__ = True
     (highest_rate,) = answers
     name, device, prompt_len, output_len, limit, mode, budget, rates = case
-    call = (f"highest_rate({name}, {device}, {prompt_len}, {output_len}, Q_({limit}, 'ms'), {list(rates)}, "
-            f"{mode!r}, {budget})")
+    call = (f"highest_rate({name}, {device}, {prompt_len}, {output_len}, Q_({limit}, 'ms'), "
+            f"Q_(np.array({list(rates)}), '1/s'), {mode!r}, {budget})")
     from .. import simulate as sim
 
     e = sim.engine(name, device, prefill=mode, token_budget=budget)
@@ -251,7 +254,7 @@ def _highest_rate(answers, case, ref, rl):
     meeting = [r for r, run in runs.items() if run.itl.p99.m_as("ms") <= limit]
     expected = max(meeting) if meeting else 0
     got = highest_rate(rl.model(name), rl.hardware(device), prompt_len, output_len, rl.Q_(limit, "ms"),
-                       np.asarray(rates, dtype=float), mode, budget)
+                       rl.Q_(np.asarray(rates, dtype=float), "1/s"), mode, budget)
     p50 = [r for r, run in runs.items() if run.itl.p50.m_as("ms") <= limit]
     tpot = [r for r, run in runs.items() if run.tpot.p99.m_as("ms") <= limit]
     value = getattr(got, "magnitude", None)
