@@ -447,7 +447,7 @@ def notebook_differences(old: dict, new: dict) -> list[str]:
 
     Compared exactly: notebook and cell metadata, cell types, ids and sources, and every output except
     images.  Images are compared by decoded pixels, within PIXEL_TOLERANCE, never by their bytes.  A cell tagged
-    ``measured`` (its outputs are timings of the machine that ran it, as in 07_measure) has its outputs ignored.
+    ``measured`` (its outputs are timings of the machine that ran it, as in 08_measure) has its outputs ignored.
     """
     found = []
     for key in sorted(set(old) | set(new)):

@@ -291,7 +291,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return Q_(seen[batch], "ms")'),
         ],
     },
-    "06_tail": {
+    "07_tail": {
         "ms_for_s": [
             ("ex1_wait", '    return (rho * service_time / (2 * (1 - rho))).to("s")',
              '    return Q_((rho * service_time / (2 * (1 - rho))).m_as("ms"), "s")'),
@@ -329,7 +329,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return Q_({22: 5.0, 50: 1.0}[round(p99_itl_limit.m_as("ms"))], "1/s")'),
         ],
     },
-    "07_measure": {
+    "08_measure": {
         "ms_for_s": [  # the measured TTFTs, in seconds, labelled as milliseconds
             ("ex3_prefill", 'ttft = Q_(np.array(seconds), "s")', 'ttft = Q_(np.array(seconds), "ms")'),
         ],

@@ -1308,7 +1308,7 @@ MISTAKES.update({
 })
 
 
-# -- 06_tail -----------------------------------------------------------------------------------------------------
+# -- 07_tail -----------------------------------------------------------------------------------------------------
 
 def _wait(factor_of_rho, infinite=True):
     """mean_wait with one slip: the wait as rho x service x factor_of_rho(rho)."""
@@ -1410,7 +1410,7 @@ MISTAKES.update({
 })
 
 
-# -- 07_measure ----------------------------------------------------------------------------------------------
+# -- 08_measure ----------------------------------------------------------------------------------------------
 
 def _parts07(m, d, parts, combine="sum", peak="fp32"):
     """The time of (FLOPs, bytes) operations on a device: summed maxima, or one max over the totals."""

@@ -25,10 +25,10 @@ cost_at_sla [1+4]; joules_per_token [1+3]; tp_step_time [2+4]; per_gpu_throughpu
 cost_at_sla call cost_per_million (charged once); the course's engine_state and best_batch come from
 rooflab.earlier.
 
-06_tail (30 autograded, 6 of them in visible tests; predictions and the explorer's question are not graded):
+07_tail (30 autograded, 6 of them in visible tests; predictions and the explorer's question are not graded):
 mean_wait [1+4]; stall [1+4]; sequences_in_pool [1+4]; prefix_tokens_saved [1+4]; tokens_per_step and
 spec_speedup [1+4]; highest_rate [1+4].  No exercise calls another's function, so a fault costs its own 5.
-07_measure (25 autograded, 7 visible; the written answer 5; predictions recorded, not graded; the students'
+08_measure (25 autograded, 7 visible; the written answer 5; predictions recorded, not graded; the students'
 measurements are taken again in the sandbox when graded): ttft_roofline [1+4]; step_roofline [1+4]; the two
 profiles [2+4]; mfu and mbu [1+3]; MFU and MBU of one's own profiles [1+1]; compute_bound_len [1+2].
 """
@@ -44,8 +44,8 @@ from tests.conftest import BARE
 
 pytestmark = pytest.mark.slow
 
-A, B, C, D, E, F = "01_two_phases", "02_kv_cache", "03_quantization", "04_crossover", "05_under_load", "06_tail"
-G, H = "07_measure", "06_cost"
+A, B, C, D, E, F = "01_two_phases", "02_kv_cache", "03_quantization", "04_crossover", "05_under_load", "07_tail"
+G, H = "08_measure", "06_cost"
 # 01_two_phases: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_A = {
     # (student, assignment): (score, status, manual points pending)
@@ -239,7 +239,7 @@ EXPECTED_H = {
     # [1+3] and per_gpu_throughputs [2+4] are her own: 4 + 6 + 4 + 6
     ("margaret", H): (20, "graded", 10),
 }
-# 06_tail: (student, assignment): (score, status, manual points pending), with the arithmetic.
+# 07_tail: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_F = {
     # 30 autograded points, the written answer (10) waits for the instructor
     ("ada", F): (30, "graded", 10), ("blaise", F): (0, "graded", 0),
@@ -258,7 +258,7 @@ EXPECTED_F = {
     ("mallory", F): (0, "graded", 0),
     ("margaret", F): (6, "graded", 10),  # the six visible tests, 1 point each
 }
-# 07_measure: (student, assignment): (score, status, manual points pending), with the arithmetic.
+# 08_measure: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_G = {
     # 07: 25 autograded points, the written answer (5) waits for the instructor
     ("ada", G): (25, "graded", 5), ("blaise", G): (0, "graded", 0),

@@ -18,8 +18,8 @@ POINTS = {  # (autograded, written) points of each assignment
     "04_crossover": (30, 10),
     "05_under_load": (30, 0),
     "06_cost": (30, 10),
-    "06_tail": (30, 10),
-    "07_measure": (25, 5),
+    "07_tail": (30, 10),
+    "08_measure": (25, 5),
 }
 
 
@@ -150,7 +150,7 @@ def text_of(cell):
 def test_tail_worked_examples_print_the_library_and_type_none_of_its_figures():
     """06's worked examples print their figures from code (typical efficiency may be refitted; usable memory may be
     re-sourced), so its text types none of them and its worked cells ask the library."""
-    source = cells(SOURCE, "06_tail")
+    source = cells(SOURCE, "07_tail")
     shown = "".join(text(cell) for cell in source if cell["cell_type"] == "markdown")
     tokens = rl.memory_budget("Llama-3-8B", "H100", 1, gpu_memory_utilization=0.9).max_tokens
     step = rl.decode_step("Mistral-7B", "A100-80GB", 1099, 32, efficiency="typical").time.m_as("ms")

@@ -33,8 +33,8 @@ ASSIGNMENTS = {
     "04_crossover": "crossover",
     "05_under_load": "under_load",
     "06_cost": "cost",
-    "06_tail": "tail",
-    "07_measure": "measure",
+    "07_tail": "tail",
+    "08_measure": "measure",
 }
 
 # What each assignment asks students to derive: the library functions (``module.name`` or ``module.Class.name``
@@ -77,9 +77,9 @@ DERIVED = {
     ),
     # 06 asks for formulas the library has no function for (M/D/1, blocks, prefix, speculation); its simulations
     # run on rooflab.simulate, a tool the notebook hands out, not an answer.
-    "06_tail": (),
+    "07_tail": (),
     # 07's derivations (a prompt's roofline, a step's, MFU and MBU, the crossover) are 01's and 04's answers again.
-    "07_measure": (),
+    "08_measure": (),
 }
 
 

@@ -1,4 +1,4 @@
-"""Assignment 7, measure it: its exercises and predictions.
+"""Assignment 8, measure it: its exercises and predictions.
 
 Two kinds of exercise.  The predictions and the utilisation formulas (Exercises 1, 2, 4 and 5) are derivations,
 checked exactly against the library on fixed device records: a calibrated laptop (:data:`LAPTOP`, the record
@@ -22,7 +22,7 @@ import numpy as np
 from ..check import _fail, number, quantity
 from . import exercise, question
 
-A = "07_measure"
+A = "08_measure"
 EXACT = 0.005  # the library's count, rewritten: only rounding may differ
 SAME = 0.02  # a value the student computed from their own measured time, by their own formula
 FP32 = "fp32"

@@ -1,4 +1,4 @@
-"""Assignment 6, why is p99 so bad?: its exercises, predictions and the explorer's question.
+"""Assignment 7, why is p99 so bad?: its exercises, predictions and the explorer's question.
 
 Each visible case is chosen for the mistakes it catches (noted beside it);
 ``tests/test_exercises.py`` feeds every listed mistake to prove it fails.
@@ -14,7 +14,7 @@ import numpy as np
 from ..check import _fail, number, quantity
 from . import exercise, question
 
-A = "06_tail"
+A = "07_tail"
 REQUESTS = 300  # requests per simulated rate in exercise 6 (the notebook gives the same constant)
 EXPLORER_REQUESTS = 300  # what the tail explorer simulates per point (rooflab.widgets._TAIL_REQUESTS)
 CHUNK = 512  # the token budget the notebook's chunked engine uses
