@@ -32,8 +32,10 @@ from pathlib import Path
 from . import feedback, gradebook_db, graded, intake, lateness, report
 from .grading import preflight
 from .grading import sandbox
+from .grading import warm_nbgrader
 from . import roster as roster_module
-from .nbgrader_run import RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrader, write_notebook
+from .nbgrader_run import (RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, command_args, environment, nbgrader,
+                           write_notebook)
 
 GIB = 2**30
 
@@ -84,41 +86,47 @@ def _generate(assignment: str, root: Path) -> subprocess.CompletedProcess:
 
 
 def _autograde(student: str, work: list[str], root: Path, limits: Limits, isolation: str,
-               submissions: Path) -> tuple[str, dict[str, str]]:
+               submissions: Path, warm: warm_nbgrader.Pool | None = None) -> tuple[str, dict[str, str]]:
     """Autograde one student's new or changed assignments in limited processes; return (student, problems).
 
     When every assignment the student has in submitted/ is to be graded, one process does them all
     (nbgrader's start-up is most of the cost); otherwise one process per assignment, so that an
-    unchanged assignment is not run again.
+    unchanged assignment is not run again.  With ``warm``, each process is forked from the thread's warm
+    nbgrader (course.grading.warm_nbgrader) rather than started afresh.
     """
     present = sorted(p.name for p in (root / "submitted" / student).iterdir() if p.is_dir())
     batches = [("*", work)] if sorted(work) == present else [(a, [a]) for a in work]
     problems = {}
     for pattern, covered in batches:
-        problem = _autograde_one(student, pattern, root, limits, isolation, submissions)
+        problem = _autograde_one(student, pattern, root, limits, isolation, submissions, warm)
         if problem:
             problems.update({a: problem for a in covered})
     return student, problems
 
 
 def _autograde_one(student: str, pattern: str, root: Path, limits: Limits, isolation: str,
-                   submissions: Path) -> str | None:
-    prefix = [sys.executable, "-m", "course.grading.limits", str(limits.memory_bytes), str(4 * limits.processes), str(2**40), "--"]
+                   submissions: Path, warm: warm_nbgrader.Pool | None = None) -> str | None:
+    # the limits of nbgrader's own process (the kernel's are the sandbox's): memory, processes, no file cap
+    memory, processes, file_bytes = limits.memory_bytes, 4 * limits.processes, 2**40
     hide = ":".join(str(p) for p in (root, SOURCE, SOLUTIONS, RELEASE, submissions, ROOT / ".git", Path.home(),
                                      Path(tempfile.gettempdir())))
+    args = ("autograde", pattern, "--student", student, "--force",
+            f"--CourseDirectory.source_directory={SOURCE}",
+            f"--SandboxedExecute.isolation={isolation}",
+            f"--SandboxedExecute.record_dir={root / 'records'}",
+            f"--SandboxedExecute.cell_seconds={limits.cell_seconds}",
+            f"--SandboxedExecute.memory_bytes={limits.memory_bytes}",
+            f"--SandboxedExecute.processes={limits.processes}",
+            f"--SandboxedExecute.file_bytes={limits.file_bytes}",
+            f"--SandboxedExecute.disk_bytes={limits.disk_bytes}",
+            f"--SandboxedExecute.hide={hide}",
+            f"--SandboxedExecute.release_dir={root / 'release'}")
     try:
-        done = nbgrader("autograde", pattern, "--student", student, "--force",
-                        f"--CourseDirectory.source_directory={SOURCE}",
-                        f"--SandboxedExecute.isolation={isolation}",
-                        f"--SandboxedExecute.record_dir={root / 'records'}",
-                        f"--SandboxedExecute.cell_seconds={limits.cell_seconds}",
-                        f"--SandboxedExecute.memory_bytes={limits.memory_bytes}",
-                        f"--SandboxedExecute.processes={limits.processes}",
-                        f"--SandboxedExecute.file_bytes={limits.file_bytes}",
-                        f"--SandboxedExecute.disk_bytes={limits.disk_bytes}",
-                        f"--SandboxedExecute.hide={hide}",
-                        f"--SandboxedExecute.release_dir={root / 'release'}",
-                        root=root, timeout=limits.wall_seconds, prefix=prefix)
+        if warm is not None:
+            done = warm.get().run(command_args(*args, root=root), memory, processes, file_bytes, limits.wall_seconds)
+        else:
+            prefix = [sys.executable, "-m", "course.grading.limits", str(memory), str(processes), str(file_bytes), "--"]
+            done = nbgrader(*args, root=root, timeout=limits.wall_seconds, prefix=prefix)
     except subprocess.TimeoutExpired:
         return f"grading took longer than {limits.wall_seconds:.0f} s and was stopped"
     except OSError as error:
@@ -171,8 +179,9 @@ def _as_they_come(jobs: list[tuple], workers: int, scheduler: str | None):
 
         yield from run_on(scheduler, jobs)
         return
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for future in as_completed([pool.submit(_autograde, *job) for job in jobs]):
+    # nbgrader's imports once per worker thread, not once per student (course.grading.warm_nbgrader)
+    with warm_nbgrader.Pool(ROOT, environment()) as warm, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for future in as_completed([pool.submit(_autograde, *job, warm) for job in jobs]):
             yield future.result()
 
 

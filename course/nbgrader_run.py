@@ -42,15 +42,21 @@ def environment() -> dict[str, str]:
     return env
 
 
+def command_args(*args: str, root: Path | None = None) -> list[str]:
+    """The arguments of ``nbgrader ARGS`` on the course root ``root`` (None: the course's own), gradebook included."""
+    command = list(args)
+    if root is not None:
+        from .gradebook_db import nbgrader_args as database_args
+
+        command.append(f"--CourseDirectory.root={root}")
+        command += database_args(root)  # a graded course's PostgreSQL gradebook (course/gradebook_db.py)
+    return command
+
+
 def nbgrader(*args: str, root: Path | None = None, timeout: float | None = None,
              prefix: list[str] | None = None) -> subprocess.CompletedProcess:
     """Run ``nbgrader ARGS`` with the course's config (optionally on another course root)."""
-    command = [sys.executable, "-m", "nbgrader", *args]
-    if root is not None:
-        from .gradebook_db import nbgrader_args
-
-        command.append(f"--CourseDirectory.root={root}")
-        command += nbgrader_args(root)  # a graded course's PostgreSQL gradebook (course/gradebook_db.py)
+    command = [sys.executable, "-m", "nbgrader", *command_args(*args, root=root)]
     process = subprocess.Popen(
         (prefix or []) + command,
         cwd=ROOT,  # nbgrader reads nbgrader_config.py from the working directory
