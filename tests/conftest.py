@@ -58,8 +58,10 @@ def graded(tmp_path_factory):
 def pytest_collection_modifyitems(config, items):
     # The slow tests of one file share its module fixtures (a class graded once, a server started once): one
     # group per file keeps them on one worker, while the files spread over both.
+    # A test that shares no module fixture and costs as much as the rest of its file names a group of its own
+    # (@pytest.mark.xdist_group), so that it runs beside its file rather than after it.
     for item in items:
-        if item.get_closest_marker("slow"):
+        if item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(f"{SLOW}:{item.nodeid.split('::')[0]}"))
 
 

@@ -334,8 +334,9 @@ class Formgrader:
         self.reader.join(timeout=5)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser():
+    """One headless chromium for the module's tests; each test opens contexts of its own (no shared cookies)."""
     missing = _browser_missing()
     if missing:
         (pytest.fail if os.environ.get("CI") else pytest.skip)(missing)
@@ -554,6 +555,7 @@ def _parse_moodle(path, usernames):
     return found
 
 
+@pytest.mark.xdist_group("slow:tests/test_semester.py::test_a_semester_of_twelve")  # no module fixture: beside the rest
 def test_a_semester_of_twelve(tmp_path, browser):
     plain = tmp_path / "plain"
     demo.write_class(plain, selected=[A], students=_students(*CANVAS_CLASS, *MOODLE_CLASS))
