@@ -55,11 +55,16 @@ lab: $(STAMP)
 build: $(STAMP)
 	$(RUN) $(BIN)/course build
 
+# Every script in benchmarks/, with quick settings (a few students where a class is graded): figures to read,
+# noisy on a shared machine.  Each script's docstring gives its full-size run (e.g. bench_cluster --students 200).
 bench: $(STAMP)
 	$(RUN) $(BIN)/python benchmarks/bench_library.py
 	$(RUN) $(BIN)/python benchmarks/bench_efficiency.py
 	$(RUN) $(BIN)/python benchmarks/bench_fleet.py
-	$(RUN) $(BIN)/python benchmarks/bench_grading.py
+	$(RUN) $(BIN)/python benchmarks/bench_simulate.py
+	$(RUN) $(BIN)/python benchmarks/bench_measure.py
+	$(RUN) $(BIN)/python benchmarks/bench_grading.py --students 4
+	$(RUN) $(BIN)/python benchmarks/bench_cluster.py --students 6 --workers 2 --cores 16
 
 clean:
 	rm -rf $(VENV) .venvs demo-class graded
