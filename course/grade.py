@@ -34,8 +34,8 @@ from .grading import preflight
 from .grading import sandbox
 from .grading import warm_nbgrader
 from . import roster as roster_module
-from .nbgrader_run import (RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, command_args, environment, nbgrader,
-                           write_notebook)
+from . import nbgrader_run
+from .nbgrader_run import assignments, command_args, environment, nbgrader, write_notebook
 
 GIB = 2**30
 
@@ -82,7 +82,7 @@ def start_over(out: Path) -> None:
 
 def _generate(assignment: str, root: Path) -> subprocess.CompletedProcess:
     return nbgrader("generate_assignment", assignment, "--force",
-                    f"--CourseDirectory.source_directory={SOURCE}", root=root)
+                    f"--CourseDirectory.source_directory={nbgrader_run.SOURCE}", root=root)
 
 
 def _autograde(student: str, work: list[str], root: Path, limits: Limits, isolation: str,
@@ -108,10 +108,11 @@ def _autograde_one(student: str, pattern: str, root: Path, limits: Limits, isola
                    submissions: Path, warm: warm_nbgrader.Pool | None = None) -> str | None:
     # the limits of nbgrader's own process (the kernel's are the sandbox's): memory, processes, no file cap
     memory, processes, file_bytes = limits.memory_bytes, 4 * limits.processes, 2**40
-    hide = ":".join(str(p) for p in (root, SOURCE, SOLUTIONS, RELEASE, submissions, ROOT / ".git", Path.home(),
-                                     Path(tempfile.gettempdir())))
+    course = nbgrader_run.course_root()
+    hide = ":".join(str(p) for p in (root, course / "source", course / "solutions", course / "release", submissions,
+                                     course / ".git", Path.home(), Path(tempfile.gettempdir())))
     args = ("autograde", pattern, "--student", student, "--force",
-            f"--CourseDirectory.source_directory={SOURCE}",
+            f"--CourseDirectory.source_directory={nbgrader_run.SOURCE}",
             f"--SandboxedExecute.isolation={isolation}",
             f"--SandboxedExecute.record_dir={root / 'records'}",
             f"--SandboxedExecute.cell_seconds={limits.cell_seconds}",
@@ -180,7 +181,8 @@ def _as_they_come(jobs: list[tuple], workers: int, scheduler: str | None):
         yield from run_on(scheduler, jobs)
         return
     # nbgrader's imports once per worker thread, not once per student (course.grading.warm_nbgrader)
-    with warm_nbgrader.Pool(ROOT, environment()) as warm, ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+    with warm_nbgrader.Pool(nbgrader_run.course_root(), environment()) as warm, \
+            ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         for future in as_completed([pool.submit(_autograde, *job, warm) for job in jobs]):
             yield future.result()
 
@@ -299,7 +301,7 @@ def stale_release(root: Path, selected: list[str]) -> list[str]:
     """Where the course's release/ is older than source/: the graded course's release (generated from source/
     now) and release/ differ in a cell's id, type or text.  Grading reads source/, so the grades stand; what
     is stale is the notebook the students were given."""
-    from .nbgrader_run import RELEASE, read_notebook
+    from .nbgrader_run import read_notebook
 
     def cells(path: Path) -> list[tuple]:
         return [(c.get("id"), c.get("cell_type"), "".join(c["source"]) if isinstance(c.get("source"), list)
@@ -308,7 +310,7 @@ def stale_release(root: Path, selected: list[str]) -> list[str]:
     found = []
     for assignment in selected:
         for fresh in sorted((root / "release" / assignment).glob("*.ipynb")):
-            committed = RELEASE / assignment / fresh.name
+            committed = nbgrader_run.RELEASE / assignment / fresh.name
             if not committed.is_file():
                 found.append(f"release/{assignment}/{fresh.name} is missing: run `course build`")
                 continue
@@ -331,12 +333,11 @@ class NoSubmissions(RuntimeError):
 
 def _intake(submissions: Path, scratch: Path, roster: Path | None, assignment: str | None) -> intake.Intake:
     """Every hand-in of ``submissions``, in any layout; raise NoSubmissions, saying what was seen, if none."""
-    from .nbgrader_run import RELEASE
 
     known = assignments()
     if assignment is not None and assignment not in known:
         raise ValueError(f"--assignment {assignment!r}: not an assignment of this course ({', '.join(known)})")
-    names = {p.stem: a for a in known for p in (RELEASE / a).glob("*.ipynb")}
+    names = {p.stem: a for a in known for p in (nbgrader_run.RELEASE / a).glob("*.ipynb")}
     listed = roster_module.read(roster) if roster else None
     folder = intake.unpack(submissions, scratch)
     found = intake.read(folder, scratch, known, names, listed, assignment)
