@@ -29,9 +29,10 @@ demo: $(STAMP)
 	$(RUN) $(BIN)/course demo
 
 # `make test`: every test not marked exhaustive, on two workers, a count of tests done as it goes, then the
-# 10 slowest.  It grades small classes in the sandbox and drives the browser through one notebook; the whole
-# demo class, every adversarial kind and every notebook in the browser are `make test-all`'s (README, Tests).
-PYTEST := $(RUN) $(BIN)/python -m pytest -q -n 2 --dist loadgroup -o console_output_style=count --durations=10
+# 15 slowest.  It grades small classes in the sandbox and drives the browser through one notebook; the whole
+# demo class, every adversarial kind, every notebook in the browser, the semester of twelve and a clean Binder
+# install are `make test-all`'s (README, Tests).
+PYTEST := $(RUN) $(BIN)/python -m pytest -q -n 2 --dist loadgroup -o console_output_style=count --durations=15
 test: $(STAMP)
 	$(PYTEST) -m "not exhaustive"
 

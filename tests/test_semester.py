@@ -384,6 +384,9 @@ def _parse_moodle(path, usernames):
     return found
 
 
+# Exhaustive: two minutes of CPU (thirteen hand-ins graded in four runs, formgrader in a browser) joining paths that
+# quicker tests cover one by one (tests/test_intake.py, test_graded.py, test_export.py and the browser tests above).
+@pytest.mark.exhaustive
 @pytest.mark.xdist_group("slow:tests/test_semester.py::test_a_semester_of_twelve")  # no module fixture: beside the rest
 def test_a_semester_of_twelve(tmp_path, browser):
     plain = tmp_path / "plain"
