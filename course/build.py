@@ -30,8 +30,8 @@ from pathlib import Path
 from .grading.cells import HIDDEN, MARKERS
 from .grading.trusted import ASSERTS
 from .kernels import kernel_config, settled, unsettled
-from .nbgrader_run import (RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrader, notebooks, read_notebook,
-                           write_notebook)
+from . import nbgrader_run
+from .nbgrader_run import assignments, nbgrader, notebooks, read_notebook, write_notebook
 
 MEASURED = "measured"  # the tag of a cell whose outputs are measurements of the machine that ran it
 
@@ -323,7 +323,7 @@ def build(selected: list[str] | None = None, validate_notebooks: bool = True, lo
         scratch = Path(scratch)
         for assignment in chosen:
             if not notebooks(assignment):
-                report.problems.append(f"{SOURCE / assignment}: no notebooks")
+                report.problems.append(f"{nbgrader_run.SOURCE / assignment}: no notebooks")
                 continue
             for path in notebooks(assignment):
                 report.problems += check_source(path)
@@ -335,7 +335,8 @@ def build(selected: list[str] | None = None, validate_notebooks: bool = True, lo
         log(f"generate_assignment {', '.join(chosen)}")
         # One nbgrader process for all of them when it can (each process takes seconds to start).
         for pattern in ["*"] if sorted(chosen) == assignments() else chosen:
-            done = nbgrader("generate_assignment", pattern, "--force", f"--CourseDirectory.source_directory={SOURCE}",
+            done = nbgrader("generate_assignment", pattern, "--force",
+                            f"--CourseDirectory.source_directory={nbgrader_run.SOURCE}",
                             f"--CourseDirectory.db_url=sqlite:///{scratch / 'build.db'}", root=scratch)
             if done.returncode != 0:
                 report.problems.append(f"{pattern}: generate_assignment failed: {_nbgrader_line(done)}")
@@ -365,12 +366,12 @@ def build(selected: list[str] | None = None, validate_notebooks: bool = True, lo
                     report.problems += _by_source(released, passed, "the blank release passes this test")
             report.built.append(assignment)
         if selected is None:
-            report.problems += check_readme_points(ROOT / "README.md", totals)
+            report.problems += check_readme_points(nbgrader_run.ROOT / "README.md", totals)
         if report.problems:
             return report
         for assignment in report.built:
-            for fresh, committed in ((scratch / "release" / assignment, RELEASE / assignment),
-                                     (scratch / "solutions" / assignment, SOLUTIONS / assignment)):
+            for fresh, committed in ((scratch / "release" / assignment, nbgrader_run.RELEASE / assignment),
+                                     (scratch / "solutions" / assignment, nbgrader_run.SOLUTIONS / assignment)):
                 for change in update(fresh, committed, write=write):
                     log(f"{assignment}: {'updated' if write else 'out of date:'} {change}")
                     report.changed.append(change)
@@ -414,7 +415,7 @@ def update(fresh: Path, committed: Path, write: bool = True) -> list[str]:
     new, old = files(fresh), files(committed)
     for name in sorted(new | old):
         target = committed / name
-        shown = target.relative_to(ROOT) if target.is_relative_to(ROOT) else target
+        shown = target.relative_to(nbgrader_run.ROOT) if target.is_relative_to(nbgrader_run.ROOT) else target
         if name not in new:
             changed.append(f"{shown}: no longer generated")
             if write:

@@ -8,12 +8,11 @@ it holds ``nbgrader_config.py``, or else the checkout this package was installed
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 CONFIG = "nbgrader_config.py"
-INSTALLED = Path(__file__).resolve().parent.parent  # as course.nbgrader_run has it, without importing it
+from .nbgrader_run import INSTALLED
 
 
 class CourseNotFound(RuntimeError):
@@ -31,15 +30,6 @@ def course_folder(given: str | None, cwd: Path | None = None) -> tuple[Path, str
     if (cwd / CONFIG).is_file():
         return cwd, "the current directory"
     return INSTALLED, f"the checkout `course` is installed from; the current directory has no {CONFIG}"
-
-
-def _use_course(folder: Path) -> None:
-    """Point every module of this package at ``folder`` (read once, when course.nbgrader_run is imported)."""
-    os.environ["ROOFLAB_COURSE"] = str(folder)
-    loaded = sys.modules.get("course.nbgrader_run")
-    if loaded is not None and loaded.ROOT != folder:
-        raise RuntimeError(f"course.nbgrader_run was imported for {loaded.ROOT}; run `course --course {folder}` "
-                           "in a fresh process")
 
 
 def _build(args) -> int:
@@ -347,10 +337,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         folder, why = course_folder(args.course)
-        _use_course(folder)
-    except (CourseNotFound, RuntimeError) as error:
+    except CourseNotFound as error:
         print(f"course: {error}", file=sys.stderr)
         return 2
+    from .nbgrader_run import use_course
+
+    use_course(folder)  # every module reads the folder from course.nbgrader_run.course_root() when it needs it
     print(f"course folder: {folder} ({why})", file=sys.stderr)
     return args.run(args)
 

@@ -78,7 +78,9 @@ def run_on(address: str, jobs: list[tuple]) -> Iterator[tuple[str, dict[str, str
 
 def _remote(job: tuple, course_root: str) -> tuple[str, dict[str, str]]:
     """On a worker: the student's grading in a child process that dies, tree and all, if the worker does."""
-    env = dict(os.environ, ROOFLAB_COURSE=course_root)
+    from .nbgrader_run import VARIABLE
+
+    env = dict(os.environ, **{VARIABLE: course_root})  # the child works on this course (nbgrader_run.course_root)
     done = subprocess.run([sys.executable, "-m", "course.cluster"], input=pickle.dumps(job), capture_output=True,
                           env=env, cwd=course_root)
     if done.returncode != 0:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .nbgrader_run import RELEASE, SOURCE, assignments, read_notebook, write_notebook
+from . import nbgrader_run
+from .nbgrader_run import assignments, read_notebook, write_notebook
 
 MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
 
@@ -546,9 +547,9 @@ def write_class(folder: Path, selected: list[str] | None = None, students: list[
         shutil.rmtree(folder)
     students = students or CLASS
     for assignment in selected or assignments():
-        for path in sorted((RELEASE / assignment).glob("*.ipynb")):
+        for path in sorted((nbgrader_run.RELEASE / assignment).glob("*.ipynb")):
             release = read_notebook(path)
-            answers = answers_of(read_notebook(SOURCE / assignment / path.name))
+            answers = answers_of(read_notebook(nbgrader_run.SOURCE / assignment / path.name))
             for student in students:
                 made = student.make(assignment, release, answers)
                 name = student.filename.format(stem=path.stem) if student.filename else path.name

@@ -32,8 +32,10 @@ from pathlib import Path
 from . import feedback, gradebook_db, graded, intake, lateness, report
 from .grading import preflight
 from .grading import sandbox
+from .grading import warm_nbgrader
 from . import roster as roster_module
-from .nbgrader_run import RELEASE, ROOT, SOLUTIONS, SOURCE, assignments, nbgrader, write_notebook
+from . import nbgrader_run
+from .nbgrader_run import assignments, command_args, environment, nbgrader, write_notebook
 
 GIB = 2**30
 
@@ -80,45 +82,52 @@ def start_over(out: Path) -> None:
 
 def _generate(assignment: str, root: Path) -> subprocess.CompletedProcess:
     return nbgrader("generate_assignment", assignment, "--force",
-                    f"--CourseDirectory.source_directory={SOURCE}", root=root)
+                    f"--CourseDirectory.source_directory={nbgrader_run.SOURCE}", root=root)
 
 
 def _autograde(student: str, work: list[str], root: Path, limits: Limits, isolation: str,
-               submissions: Path) -> tuple[str, dict[str, str]]:
+               submissions: Path, warm: warm_nbgrader.Pool | None = None) -> tuple[str, dict[str, str]]:
     """Autograde one student's new or changed assignments in limited processes; return (student, problems).
 
     When every assignment the student has in submitted/ is to be graded, one process does them all
     (nbgrader's start-up is most of the cost); otherwise one process per assignment, so that an
-    unchanged assignment is not run again.
+    unchanged assignment is not run again.  With ``warm``, each process is forked from the thread's warm
+    nbgrader (course.grading.warm_nbgrader) rather than started afresh.
     """
     present = sorted(p.name for p in (root / "submitted" / student).iterdir() if p.is_dir())
     batches = [("*", work)] if sorted(work) == present else [(a, [a]) for a in work]
     problems = {}
     for pattern, covered in batches:
-        problem = _autograde_one(student, pattern, root, limits, isolation, submissions)
+        problem = _autograde_one(student, pattern, root, limits, isolation, submissions, warm)
         if problem:
             problems.update({a: problem for a in covered})
     return student, problems
 
 
 def _autograde_one(student: str, pattern: str, root: Path, limits: Limits, isolation: str,
-                   submissions: Path) -> str | None:
-    prefix = [sys.executable, "-m", "course.grading.limits", str(limits.memory_bytes), str(4 * limits.processes), str(2**40), "--"]
-    hide = ":".join(str(p) for p in (root, SOURCE, SOLUTIONS, RELEASE, submissions, ROOT / ".git", Path.home(),
-                                     Path(tempfile.gettempdir())))
+                   submissions: Path, warm: warm_nbgrader.Pool | None = None) -> str | None:
+    # the limits of nbgrader's own process (the kernel's are the sandbox's): memory, processes, no file cap
+    memory, processes, file_bytes = limits.memory_bytes, 4 * limits.processes, 2**40
+    course = nbgrader_run.course_root()
+    hide = ":".join(str(p) for p in (root, course / "source", course / "solutions", course / "release", submissions,
+                                     course / ".git", Path.home(), Path(tempfile.gettempdir())))
+    args = ("autograde", pattern, "--student", student, "--force",
+            f"--CourseDirectory.source_directory={nbgrader_run.SOURCE}",
+            f"--SandboxedExecute.isolation={isolation}",
+            f"--SandboxedExecute.record_dir={root / 'records'}",
+            f"--SandboxedExecute.cell_seconds={limits.cell_seconds}",
+            f"--SandboxedExecute.memory_bytes={limits.memory_bytes}",
+            f"--SandboxedExecute.processes={limits.processes}",
+            f"--SandboxedExecute.file_bytes={limits.file_bytes}",
+            f"--SandboxedExecute.disk_bytes={limits.disk_bytes}",
+            f"--SandboxedExecute.hide={hide}",
+            f"--SandboxedExecute.release_dir={root / 'release'}")
     try:
-        done = nbgrader("autograde", pattern, "--student", student, "--force",
-                        f"--CourseDirectory.source_directory={SOURCE}",
-                        f"--SandboxedExecute.isolation={isolation}",
-                        f"--SandboxedExecute.record_dir={root / 'records'}",
-                        f"--SandboxedExecute.cell_seconds={limits.cell_seconds}",
-                        f"--SandboxedExecute.memory_bytes={limits.memory_bytes}",
-                        f"--SandboxedExecute.processes={limits.processes}",
-                        f"--SandboxedExecute.file_bytes={limits.file_bytes}",
-                        f"--SandboxedExecute.disk_bytes={limits.disk_bytes}",
-                        f"--SandboxedExecute.hide={hide}",
-                        f"--SandboxedExecute.release_dir={root / 'release'}",
-                        root=root, timeout=limits.wall_seconds, prefix=prefix)
+        if warm is not None:
+            done = warm.get().run(command_args(*args, root=root), memory, processes, file_bytes, limits.wall_seconds)
+        else:
+            prefix = [sys.executable, "-m", "course.grading.limits", str(memory), str(processes), str(file_bytes), "--"]
+            done = nbgrader(*args, root=root, timeout=limits.wall_seconds, prefix=prefix)
     except subprocess.TimeoutExpired:
         return f"grading took longer than {limits.wall_seconds:.0f} s and was stopped"
     except OSError as error:
@@ -171,8 +180,10 @@ def _as_they_come(jobs: list[tuple], workers: int, scheduler: str | None):
 
         yield from run_on(scheduler, jobs)
         return
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for future in as_completed([pool.submit(_autograde, *job) for job in jobs]):
+    # nbgrader's imports once per worker thread, not once per student (course.grading.warm_nbgrader)
+    with warm_nbgrader.Pool(nbgrader_run.course_root(), environment()) as warm, \
+            ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        for future in as_completed([pool.submit(_autograde, *job, warm) for job in jobs]):
             yield future.result()
 
 
@@ -290,7 +301,7 @@ def stale_release(root: Path, selected: list[str]) -> list[str]:
     """Where the course's release/ is older than source/: the graded course's release (generated from source/
     now) and release/ differ in a cell's id, type or text.  Grading reads source/, so the grades stand; what
     is stale is the notebook the students were given."""
-    from .nbgrader_run import RELEASE, read_notebook
+    from .nbgrader_run import read_notebook
 
     def cells(path: Path) -> list[tuple]:
         return [(c.get("id"), c.get("cell_type"), "".join(c["source"]) if isinstance(c.get("source"), list)
@@ -299,7 +310,7 @@ def stale_release(root: Path, selected: list[str]) -> list[str]:
     found = []
     for assignment in selected:
         for fresh in sorted((root / "release" / assignment).glob("*.ipynb")):
-            committed = RELEASE / assignment / fresh.name
+            committed = nbgrader_run.RELEASE / assignment / fresh.name
             if not committed.is_file():
                 found.append(f"release/{assignment}/{fresh.name} is missing: run `course build`")
                 continue
@@ -322,12 +333,11 @@ class NoSubmissions(RuntimeError):
 
 def _intake(submissions: Path, scratch: Path, roster: Path | None, assignment: str | None) -> intake.Intake:
     """Every hand-in of ``submissions``, in any layout; raise NoSubmissions, saying what was seen, if none."""
-    from .nbgrader_run import RELEASE
 
     known = assignments()
     if assignment is not None and assignment not in known:
         raise ValueError(f"--assignment {assignment!r}: not an assignment of this course ({', '.join(known)})")
-    names = {p.stem: a for a in known for p in (RELEASE / a).glob("*.ipynb")}
+    names = {p.stem: a for a in known for p in (nbgrader_run.RELEASE / a).glob("*.ipynb")}
     listed = roster_module.read(roster) if roster else None
     folder = intake.unpack(submissions, scratch)
     found = intake.read(folder, scratch, known, names, listed, assignment)

@@ -21,7 +21,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .nbgrader_run import ROOT, SOURCE, read_notebook, write_notebook
+from . import nbgrader_run
+from .nbgrader_run import read_notebook, write_notebook
 
 COURSE_ID = "rooflab"
 GRADER_NOTE = "rooflab_grader_note"  # cell metadata key of the rubric cells formgrader shows (never in feedback)
@@ -96,9 +97,9 @@ def digest(files: list[Path]) -> str:
 
 def source_digest(assignment: str) -> str:
     h = hashlib.sha256()
-    for path in sorted((SOURCE / assignment).rglob("*")):
+    for path in sorted((nbgrader_run.SOURCE / assignment).rglob("*")):
         if path.is_file() and ".ipynb_checkpoints" not in path.parts:
-            h.update(str(path.relative_to(SOURCE)).encode() + b"\0" + path.read_bytes())
+            h.update(str(path.relative_to(nbgrader_run.SOURCE)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 
@@ -144,7 +145,8 @@ def write_config(root: Path) -> Path:
     """OUT/nbgrader/nbgrader_config.py: the course's config, rooted here."""
     root.mkdir(parents=True, exist_ok=True)
     path = root / "nbgrader_config.py"
-    text = CONFIG.format(config=str(ROOT / "nbgrader_config.py"), source=str(SOURCE), course_id=COURSE_ID,
+    text = CONFIG.format(config=str(nbgrader_run.ROOT / "nbgrader_config.py"), source=str(nbgrader_run.SOURCE),
+                         course_id=COURSE_ID,
                          db_url=db_url(root))
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
@@ -250,7 +252,7 @@ def add_grader_notes(root: Path, student: str, assignment: str) -> int:
     """
     added = 0
     for path in (root / "autograded" / student / assignment).glob("*.ipynb"):
-        source = SOURCE / assignment / path.name
+        source = nbgrader_run.SOURCE / assignment / path.name
         if not source.is_file():
             continue
         reference = {(c.get("metadata", {}).get("nbgrader") or {}).get("grade_id"): _text(c)

@@ -17,7 +17,8 @@ from pathlib import Path
 from .grading import cells
 from .grading.trusted import ASSERTS
 from .kernels import kernel_config, settled, unsettled
-from .nbgrader_run import SOURCE, environment, read_notebook
+from . import nbgrader_run
+from .nbgrader_run import environment, read_notebook
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -34,7 +35,7 @@ def source_of(notebook) -> Path:
     """The source notebook this one was released from, found by its graded cells (any file name will do)."""
     ids = {c.metadata.get("nbgrader", {}).get("grade_id") for c in notebook.cells} - {None}
     best, overlap = None, 0
-    for candidate in sorted(SOURCE.glob("*/*.ipynb")):
+    for candidate in sorted(nbgrader_run.SOURCE.glob("*/*.ipynb")):
         theirs = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in read_notebook(candidate)["cells"]}
         shared = len(ids & (theirs - {None}))
         if shared > overlap:
@@ -42,7 +43,7 @@ def source_of(notebook) -> Path:
     if best is None:
         raise UnknownNotebook(
             "this notebook has none of the course's graded cells (was its nbgrader metadata removed?), so its "
-            f"hidden tests cannot be found; the assignments are in {SOURCE}")
+            f"hidden tests cannot be found; the assignments are in {nbgrader_run.SOURCE}")
     return best
 
 
@@ -77,7 +78,7 @@ def check(path: Path, hidden: bool = False, timeout: int = 30, out=sys.stdout) -
         except UnknownNotebook as error:
             print(f"course check: {error}", file=out)
             return 2
-        print(f"hidden tests from {source.relative_to(SOURCE.parent)}", file=out)
+        print(f"hidden tests from {source.relative_to(nbgrader_run.SOURCE.parent)}", file=out)
         _with_hidden(notebook, path)
     os.environ.update({k: v for k, v in environment().items() if k in ("MPLBACKEND", "OMP_NUM_THREADS")})
     client = nbclient.NotebookClient(settled(notebook), timeout=timeout, kernel_name="python3", allow_errors=True,

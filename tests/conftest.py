@@ -18,6 +18,7 @@ tree of descendants, again and again until it exits, so that a grading queued be
 import fcntl
 import os
 import pickle
+import shutil
 import signal
 import threading
 
@@ -31,6 +32,30 @@ from course.grading import sandbox
 BARE = not os.environ.get("CI") and sandbox.isolation() == sandbox.NO_SANDBOX
 
 SLOW = "slow"  # the tests marked slow, grouped by file
+
+
+SMALL_CLASS_GROUP = f"{SLOW}:small_class"  # the files that read `term`: one worker grades it once for them all
+
+
+@pytest.fixture(scope="session")
+def term(tmp_path_factory):
+    """A small class graded once (tests/small_class.py): 01_two_phases for ada (right), dmitri (milliseconds for
+    seconds) and katherine (a corrupt file): (the graded course's folder, {student: row}).  The files that use it
+    are in the xdist group SMALL_CLASS_GROUP, so that one worker grades it once."""
+    from course import demo
+    from course.grade import grade
+    from tests.small_class import A, students
+
+    folder = tmp_path_factory.mktemp("term")
+    demo.write_class(folder / "week1", selected=[A], students=students("ada", "dmitri", "katherine"))
+    rows = grade(folder / "week1", folder / "graded", workers=2, quiet=True, no_sandbox=BARE)
+    return folder / "graded", {r.student: r for r in rows}
+
+
+@pytest.fixture
+def term_copy(term, tmp_path):
+    """A copy of the small graded class that a test may change."""
+    return shutil.copytree(term[0], tmp_path / "graded")
 
 
 @pytest.fixture(scope="session")
@@ -54,12 +79,34 @@ def graded(tmp_path_factory):
     return folder, {(r.student, r.assignment): r for r in rows}
 
 
+@pytest.fixture(scope="session")
+def probed_sandbox():
+    """The probe notebook (tests/sandbox_probes.py) run once in a sandbox: (printed text by cell, the sandbox, the
+    reply to a describe request).  tests/test_sandbox.py and tests/test_kernel_runner.py share one xdist group."""
+    from tests.sandbox_probes import PROBES, _notebook, _printed
+
+    kind = sandbox.isolation()
+    if kind == sandbox.NO_SANDBOX:
+        # CI installs bubblewrap and must test the sandbox for real; elsewhere say what is missing.
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("no sandbox on this machine: " + sandbox.INSTALL_HINT)
+    limits = sandbox.SandboxLimits(cell_seconds=4, disk_bytes=64 * 2**20, processes=32)
+    box = sandbox.Sandbox(_notebook(PROBES), kind=kind, limits=limits)
+    try:
+        executed = box.run()
+        reply = box.request({"op": "describe", "names": ["children", "written", "nothing_here"]})
+    finally:
+        box.close()
+    return _printed(executed), box, reply
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     # The slow tests of one file share its module fixtures (a class graded once, a server started once): one
     # group per file keeps them on one worker, while the files spread over both.
+    # A test that shares no module fixture and costs as much as the rest of its file names a group of its own
+    # (@pytest.mark.xdist_group), so that it runs beside its file rather than after it.
     for item in items:
-        if item.get_closest_marker("slow"):
+        if item.get_closest_marker("slow") and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(f"{SLOW}:{item.nodeid.split('::')[0]}"))
 
 

@@ -63,6 +63,7 @@ def _binder_python():
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive  # a minute of pip installing 500 MB; the lock itself is checked by the test above
 def test_a_clean_binder_environment_runs_the_release(tmp_path):
     venv = tmp_path / "binder"
     subprocess.run([_binder_python(), "-m", "venv", str(venv)], check=True)

@@ -25,73 +25,20 @@ import pytest
 from course import demo
 from course.formgrader import free_port, get
 from course.grade import grade
-from course.nbgrader_run import ROOT, SOLUTIONS
-from tests.conftest import BARE
+from course.nbgrader_run import ROOT
+from tests.conftest import BARE, SMALL_CLASS_GROUP
+from tests.small_class import A, DB, WRITTEN, course, grade_by_hand, page_of, students, written
 
-pytestmark = pytest.mark.slow
-
-A = "01_two_phases"
-WRITTEN = "written_faster_gpu"
-DB = "nbgrader/gradebook.db"
-
-
-def _students(*names):
-    return [s for s in demo.CLASS if s.name in names]
-
-
-@pytest.fixture(scope="module")
-def term(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("term")
-    demo.write_class(folder / "week1", selected=[A], students=_students("ada", "dmitri", "katherine"))
-    rows = grade(folder / "week1", folder / "graded", workers=2, quiet=True, no_sandbox=BARE)
-    return folder / "graded", {r.student: r for r in rows}
-
-
-@pytest.fixture
-def graded(term, tmp_path):
-    """A copy of the graded class that a test may change."""
-    return shutil.copytree(term[0], tmp_path / "graded")
-
-
-def _gradebook(out):
-    from nbgrader.api import Gradebook
-
-    return Gradebook(f"sqlite:///{out / DB}", course_id="rooflab")
-
-
-def _grade_by_hand(out, student, score, comment):
-    """What formgrader does when a grader types a score and a comment."""
-    with _gradebook(out) as gradebook:
-        grade_ = gradebook.find_grade(WRITTEN, A, A, student)
-        grade_.manual_score = score
-        grade_.needs_manual_grade = False
-        gradebook.find_comment(WRITTEN, A, A, student).manual_comment = comment
-        gradebook.db.commit()
-
-
-def _written(out, student):
-    with _gradebook(out) as gradebook:
-        grade_ = gradebook.find_grade(WRITTEN, A, A, student)
-        comment = gradebook.find_comment(WRITTEN, A, A, student)
-        return grade_.manual_score, grade_.needs_manual_grade, comment.manual_comment
-
-
-def _page(out, student):
-    path = out / "feedback" / student / A / f"{A}.html"
-    return path.read_text(encoding="utf-8") if path.exists() else None
-
-
-def course(*args, **kwargs):
-    return subprocess.run([sys.executable, "-m", "course", *map(str, args)], cwd=ROOT, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, **kwargs)
+# slow; in one group with the other files that read the small class graded once (tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(SMALL_CLASS_GROUP)]
 
 
 def test_grade_holds_back_feedback_until_the_written_answers_are_graded(term):
     out, rows = term
     assert {s: (r.score, r.status, r.manual_pending) for s, r in rows.items()} == {
         "ada": (40, "graded", 10), "dmitri": (36, "graded", 10), "katherine": (0, "ungradable", 0)}
-    assert _page(out, "ada") is None and _page(out, "dmitri") is None  # a page now would say 0.0 / 10.0
-    page = _page(out, "katherine")  # ungradable: a page that says why and what to do
+    assert page_of(out, "ada") is None and page_of(out, "dmitri") is None  # a page now would say 0.0 / 10.0
+    page = page_of(out, "katherine")  # ungradable: a page that says why and what to do
     assert "not valid JSON" in page and "cut off" in page and "hand in" in page
     # the rubric is in the graded notebook, where formgrader shows it
     notebook = json.loads((out / "nbgrader" / "autograded" / "ada" / A / f"{A}.ipynb").read_text())
@@ -99,142 +46,24 @@ def test_grade_holds_back_feedback_until_the_written_answers_are_graded(term):
     assert len(notes) == 1 and "Rubric for the instructor" in "".join(notes[0]["source"])
 
 
-def test_figures_reach_the_graded_notebook_and_the_feedback(graded):
-    def images(notebook):
-        return sum("image/png" in o.get("data", {}) for c in notebook["cells"] for o in c.get("outputs", []))
-
-    reference = images(json.loads((SOLUTIONS / A / f"{A}.ipynb").read_text()))  # the reference run's figures
-    # A figure drawn from an answer the sandbox's library copy leaves out fails at grading, by design
-    # (docs/design.md, "Trust model"); the others reach the graded notebook, and all of those its feedback.
-    shown = images(json.loads((graded / "nbgrader" / "autograded" / "ada" / A / f"{A}.ipynb").read_text()))
-    assert 1 <= shown <= reference
-    done = course("feedback", graded, "--all")
-    assert done.returncode == 0, done.stderr
-    assert _page(graded, "ada").count("data:image/png") == shown
-
-
-def test_regrade_merges_and_keeps_manual_grades(graded, tmp_path):
-    _grade_by_hand(graded, "ada", 7, "Good on bandwidth; ask about prompt lengths.")
-    _grade_by_hand(graded, "dmitri", 5, "Which slowness?")
-    ada_graded = graded / "nbgrader" / "autograded" / "ada" / A / f"{A}.ipynb"
-    before = ada_graded.stat().st_mtime_ns
-    # A late student, ada handing in the same file again, dmitri a new written answer.
-    late = tmp_path / "late"
-    demo.write_class(late, selected=[A], students=_students("ada", "dmitri", "cora"))
-    notebook = json.loads((late / "dmitri" / A / f"{A}.ipynb").read_text())
-    answer = next(c for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == WRITTEN)
-    answer["source"] = "Decode follows memory bandwidth, so buy bandwidth."
-    (late / "dmitri" / A / f"{A}.ipynb").write_text(json.dumps(notebook))
-
-    rows = {r.student: r for r in grade(late, graded, workers=2, quiet=True, no_sandbox=BARE)}
-
-    # nothing lost: katherine was not in this run and keeps her row; cora did the first half (2+4+3+4+4+4)
-    assert {s: (r.score, r.status, r.manual_pending) for s, r in rows.items()} == {
-        "ada": (40, "graded", 0), "cora": (21, "graded", 0), "dmitri": (36, "graded", 10),
-        "katherine": (0, "ungradable", 0)}
-    assert _written(graded, "ada") == (7, False, "Good on bandwidth; ask about prompt lengths.")
-    assert rows["ada"].manual_score == 7
-    assert ada_graded.stat().st_mtime_ns == before  # unchanged: not graded again
-    # dmitri changed the answer he was graded on: the grade is kept, and it waits for a second look
-    assert _written(graded, "dmitri") == (5, True, "Which slowness?")
-    with open(graded / "grades.csv", newline="") as handle:
-        assert sorted(r["student"] for r in csv.DictReader(handle)) == ["ada", "cora", "dmitri", "katherine"]
-    # ada has nothing pending now: her page is written, with the manual score and comment, without the rubric
-    page = _page(graded, "ada")
-    assert "7.0 / 10.0" in page and "ask about prompt lengths" in page and "Rubric for the instructor" not in page
-    assert _page(graded, "dmitri") is None and _page(graded, "katherine") is not None
-
-
-def test_a_changed_source_regrades_what_was_graded_against_it(term, graded, tmp_path):
-    _grade_by_hand(graded, "ada", 6, "kept")
-    ledger = json.loads((graded / "nbgrader" / "ledger.json").read_text())
-    # as if source/ had changed since the class was graded: a test fixed
-    ledger["sources"][A] = "the source as it was"
-    for entry in ledger["submissions"].values():
-        entry["source"] = "the source as it was"
-    (graded / "nbgrader" / "ledger.json").write_text(json.dumps(ledger))
-    ada_graded = graded / "nbgrader" / "autograded" / "ada" / A / f"{A}.ipynb"
-    before = ada_graded.stat().st_mtime_ns
-    # the same hand-ins again: unchanged files, but graded against a source that has changed since
-    rows = {r.student: r for r in grade(term[0].parent / "week1", graded, quiet=True, no_sandbox=BARE)}
-    assert ada_graded.stat().st_mtime_ns != before  # graded again
-    assert {s: (r.score, r.status, r.manual_pending) for s, r in rows.items()} == {
-        "ada": (40, "graded", 0), "dmitri": (36, "graded", 10), "katherine": (0, "ungradable", 0)}
-    assert _written(graded, "ada") == (6, False, "kept")  # same answer: the manual grade stands
-    assert json.loads((graded / "nbgrader" / "ledger.json").read_text())["sources"][A] != ledger["sources"][A]
-
-
-def test_a_folder_with_no_hand_in_is_an_error_that_says_what_it_saw(graded, tmp_path):
+def test_a_folder_with_no_hand_in_is_an_error_that_says_what_it_saw(term_copy, tmp_path):
     (tmp_path / "empty" / "notes").mkdir(parents=True)
     (tmp_path / "empty" / "notes" / "todo.txt").write_text("grade week 1")
-    done = course("grade", tmp_path / "empty", "--out", graded, "--no-sandbox")
+    done = course("grade", tmp_path / "empty", "--out", term_copy, "--no-sandbox")
     assert done.returncode == 1
     assert "no submission found" in done.stderr and "1 file(s) seen" in done.stderr
     assert "skipped notes/todo.txt: matches none of the layouts" in done.stderr
 
 
-def test_fresh_asks_before_deleting(graded, tmp_path):
-    done = course("grade", tmp_path / "nothing-here", "--out", graded, "--fresh")
+def test_fresh_asks_before_deleting(term_copy, tmp_path):
+    done = course("grade", tmp_path / "nothing-here", "--out", term_copy, "--fresh")
     assert done.returncode == 1 and "--yes" in done.stderr
-    assert (graded / DB).exists() and (graded / "grades.csv").exists()
+    assert (term_copy / DB).exists() and (term_copy / "grades.csv").exists()
 
 
-def test_export_rows_for_graded_pending_and_ungradable_in_each_format(graded, tmp_path):
-    _grade_by_hand(graded, "ada", 7, "fine")
-    read = {}
-    for fmt in ("csv", "canvas", "moodle"):
-        done = course("export", graded, "--format", fmt, "-o", tmp_path / f"{fmt}.csv")
-        assert done.returncode == 0, done.stderr
-        with open(tmp_path / f"{fmt}.csv", newline="", encoding="utf-8") as handle:
-            read[fmt] = list(csv.reader(handle))
-        if fmt != "csv":
-            assert "dmitri" in done.stdout and "katherine" in done.stdout  # the blanks, listed with why
-
-    header, *lines = read["csv"]
-    table = {line[0]: dict(zip(header, line)) for line in lines}
-    assert (table["ada"]["status"], table["ada"]["score"], table["ada"]["max_score"]) == ("graded", "47", "50")
-    assert (table["ada"]["autograded"], table["ada"]["manual"]) == ("40", "7")
-    assert (table["dmitri"]["status"], table["dmitri"]["score"], table["dmitri"]["autograded"],
-            table["dmitri"]["manual_pending"]) == ("pending", "", "36", "10")
-    assert (table["katherine"]["status"], table["katherine"]["score"]) == ("ungradable", "")
-    assert "not valid JSON" in table["katherine"]["reason"]
-
-    assert read["canvas"] == [
-        ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", A],
-        ["Points Possible", "", "", "", "", "50"],
-        ["ada", "", "", "ada", "", "47"],
-        ["dmitri", "", "", "dmitri", "", ""],
-        ["katherine", "", "", "katherine", "", ""],
-    ]
-
-    header, *lines = read["moodle"]
-    assert header == ["Username", f"{A} (Real)", f"{A} (Feedback)"]
-    moodle = {line[0]: line[1:] for line in lines}
-    assert moodle["ada"][0] == "47" and moodle["ada"][1].startswith("Final grade 47/50")
-    assert "written answers 7/10" in moodle["ada"][1]
-    assert moodle["dmitri"][0] == "-" and "manual grading" in moodle["dmitri"][1]
-    assert moodle["katherine"][0] == "-" and "not valid JSON" in moodle["katherine"][1]
-
-
-def test_feedback_is_regenerated_with_the_manual_score(graded):
-    _grade_by_hand(graded, "ada", 7, "Say which phase each spec moves.")
-    done = course("feedback", graded)
-    assert done.returncode == 0, done.stderr
-    page = _page(graded, "ada")
-    assert "7.0 / 10.0" in page and "Say which phase each spec moves." in page
-    assert "Rubric for the instructor" not in page and "BEGIN HIDDEN TESTS" not in page
-    assert _page(graded, "dmitri") is None  # still waiting
-    _grade_by_hand(graded, "ada", 9, "Better.")
-    assert course("feedback", graded).returncode == 0
-    page = _page(graded, "ada")
-    assert "9.0 / 10.0" in page and "Better." in page and "7.0 / 10.0" not in page
-    with open(graded / "grades.csv", newline="") as handle:
-        assert {r["student"]: r["manual_score"] for r in csv.DictReader(handle)}["ada"] == "9"
-
-
-def test_formgrader_serves_the_graded_course(graded):
+def test_formgrader_serves_the_graded_course(term_copy):
     port, token = free_port(), "semester-test-token"
-    server = subprocess.Popen([sys.executable, "-m", "course", "formgrader", str(graded), "--port", str(port),
+    server = subprocess.Popen([sys.executable, "-m", "course", "formgrader", str(term_copy), "--port", str(port),
                                "--token", token], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               stdin=subprocess.DEVNULL, text=True, start_new_session=True)
     printed: list[str] = []
@@ -263,13 +92,13 @@ def test_formgrader_serves_the_graded_course(graded):
         assert status == 200 and b"Rubric for the instructor" in page and b"Model answer" in page
         # grade it through formgrader's own API, as its page does
         status, body = get(f"{base}/formgrader/api/grades?submission_id={ada['id']}", token)
-        written = next(g for g in json.loads(body) if g["name"] == WRITTEN)
-        request = urllib.request.Request(f"{base}/formgrader/api/grade/{written['id']}", method="PUT",
+        answer = next(g for g in json.loads(body) if g["name"] == WRITTEN)
+        request = urllib.request.Request(f"{base}/formgrader/api/grade/{answer['id']}", method="PUT",
                                          data=json.dumps({"manual_score": 8}).encode(),
                                          headers={"Authorization": f"token {token}"})
         with urllib.request.urlopen(request, timeout=10) as response:
             assert response.status == 200
-        assert _written(graded, "ada")[:2] == (8, False)
+        assert written(term_copy, "ada")[:2] == (8, False)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -334,8 +163,9 @@ class Formgrader:
         self.reader.join(timeout=5)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser():
+    """One headless chromium for the module's tests; each test opens contexts of its own (no shared cookies)."""
     missing = _browser_missing()
     if missing:
         (pytest.fail if os.environ.get("CI") else pytest.skip)(missing)
@@ -358,8 +188,8 @@ def _type_grade(page, score, comment):
     return saved.value, said.value
 
 
-def test_a_printed_direct_link_saves_in_a_fresh_browser(graded, browser, tmp_path):
-    server = Formgrader(graded)
+def test_a_printed_direct_link_saves_in_a_fresh_browser(term_copy, browser, tmp_path):
+    server = Formgrader(term_copy)
     try:
         links = server.links()
         ada = next(l for l in links if "/formgrader/submissions/" in l and "ada" in next(
@@ -390,14 +220,14 @@ def test_a_printed_direct_link_saves_in_a_fresh_browser(graded, browser, tmp_pat
         context.close()
     finally:
         server.stop()
-    assert _written(graded, "ada") == (7, False, "Bandwidth, yes; say which phase.")
-    assert course("feedback", graded).returncode == 0
-    with open(graded / "grades.csv", newline="") as handle:
+    assert written(term_copy, "ada") == (7, False, "Bandwidth, yes; say which phase.")
+    assert course("feedback", term_copy).returncode == 0
+    with open(term_copy / "grades.csv", newline="") as handle:
         assert {r["student"]: r["manual_score"] for r in csv.DictReader(handle)}["ada"] == "7"
-    assert "Bandwidth, yes; say which phase." in _page(graded, "ada")
+    assert "Bandwidth, yes; say which phase." in page_of(term_copy, "ada")
     exported = {}
     for fmt in ("csv", "canvas", "moodle"):
-        assert course("export", graded, "--format", fmt, "-o", tmp_path / f"{fmt}.csv").returncode == 0
+        assert course("export", term_copy, "--format", fmt, "-o", tmp_path / f"{fmt}.csv").returncode == 0
         with open(tmp_path / f"{fmt}.csv", newline="", encoding="utf-8") as handle:
             exported[fmt] = list(csv.DictReader(handle))
     # ada: 40 autograded + 7 by hand = 47 of 50
@@ -407,8 +237,8 @@ def test_a_printed_direct_link_saves_in_a_fresh_browser(graded, browser, tmp_pat
     assert next(r for r in exported["moodle"] if r["Username"] == "ada")[f"{A} (Real)"] == "47"
 
 
-def test_a_save_that_fails_says_so_on_the_page(graded, browser):
-    server = Formgrader(graded)
+def test_a_save_that_fails_says_so_on_the_page(term_copy, browser):
+    server = Formgrader(term_copy)
     try:
         ada = next(l for l in server.links() if "/formgrader/submissions/" in l)
         context = browser.new_context()
@@ -427,7 +257,7 @@ def test_a_save_that_fails_says_so_on_the_page(graded, browser):
         context.close()
     finally:
         server.stop()
-    assert _written(graded, "ada")[0] is None
+    assert written(term_copy, "ada")[0] is None
 
 
 def test_a_release_older_than_source_is_named(term, tmp_path):
@@ -554,9 +384,13 @@ def _parse_moodle(path, usernames):
     return found
 
 
+# Exhaustive: two minutes of CPU (thirteen hand-ins graded in four runs, formgrader in a browser) joining paths that
+# quicker tests cover one by one (tests/test_intake.py, test_graded.py, test_export.py and the browser tests above).
+@pytest.mark.exhaustive
+@pytest.mark.xdist_group("slow:tests/test_semester.py::test_a_semester_of_twelve")  # no module fixture: beside the rest
 def test_a_semester_of_twelve(tmp_path, browser):
     plain = tmp_path / "plain"
-    demo.write_class(plain, selected=[A], students=_students(*CANVAS_CLASS, *MOODLE_CLASS))
+    demo.write_class(plain, selected=[A], students=students(*CANVAS_CLASS, *MOODLE_CLASS))
     sandbox = ["--no-sandbox"] if BARE else []
     canvas_roster = _canvas_roster(tmp_path / "canvas-gradebook.csv")
 
@@ -637,7 +471,7 @@ def test_a_semester_of_twelve(tmp_path, browser):
         "isutherland": ("40", "graded"), "jclarke": ("40", "graded"), "kjohnson": ("0", "ungradable"),
         "ltorvalds": ("40", "graded"), "nwirth": ("40", "graded")}
     assert rows["ltorvalds"]["late"] == "late by 1 h 30 min" and rows["isutherland"]["late"] == ""
-    _grade_by_hand(mout, "isutherland", 6, "Say which spec moves ITL.")
+    grade_by_hand(mout, "isutherland", 6, "Say which spec moves ITL.")
     done = course("export", mout, "--format", "moodle", "--name", f"{A}=Assignment 1", "-o", tmp_path / "m.csv")
     assert done.returncode == 0, done.stdout + done.stderr
     found = _parse_moodle(tmp_path / "m.csv", {"isutherland", "jclarke", "kjohnson", "ltorvalds", "nwirth"})

@@ -3,5 +3,5 @@
 nbgrader's Execute step, replaced (autograde); the student's kernel in a disposable sandbox (sandbox, and
 kernel_runner inside it); the course's test cells run in the grader against plain data (trusted); derivations read
 on the source (source_rules); notebooks mended before nbgrader reads them (preflight); what a submission may cost
-(limits).  docs/design.md, "Trust model", says what each promises.
+(limits); nbgrader loaded once per grading worker and forked for each student (warm_nbgrader).  docs/design.md, "Trust model", says what each promises.
 """
