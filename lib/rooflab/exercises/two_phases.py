@@ -297,6 +297,11 @@ def _speedups(answers, case, ref, rl):
     # Llama-2-7B's 13.5 GB of weights leave about 1,450 tokens of cache in 0.9 of the 15.8 GB a process gets on a
     # T4: this prompt fits, the prompt and its answer do not.
     ("Llama-2-7B", "T4", 1000, 1000, (2, "s"), (200, "ms"), "fp16", None),
+    # The cache counted as rl.request counts it, prompt_len + output_len tokens, not the one fewer the last step
+    # holds: 0.9 x 15,826,954,486 B (the T4's usable memory) - 13,476,831,232 B of weights = 767,427,805 B, or
+    # 1,463.75 tokens at 524,288 B a token (2 x 32 layers x 32 KV heads x 128 x 2 B). 1,264 + 200 = 1,464 tokens
+    # do not fit; 1,463 would, and then rl.request refuses the request.
+    ("Llama-2-7B", "T4", 1264, 200, (5, "s"), (500, "ms"), "fp16", None),
     # int8 halves Llama-3-8B's weights to 8 GB, which fit the T4 with room for the cache: the memory checked at
     # fp16 (the precision not passed on) says "does not fit", and rl.request asked at fp16 refuses the request.
     ("Llama-3-8B", "T4", 4096, 256, (2, "s"), (100, "ms"), "int8", None),
@@ -322,11 +327,11 @@ def _sla_verdict(answers, case, ref, rl):
             _fail(f"{label} asked the library for the latency of a request that fits at {precision}, but at another "
                   f"precision ({error}): pass precision= on to rl.request.", REQUEST_AT_FP16)
         _fail(f"{label} asked the library for the latency of a request that does not fit ({error}). Check memory "
-              "for the whole request first: the prompt and the answer are both in the cache by the last token.",
+              "for the whole request first, counting the cache as rl.request does: prompt_len + output_len tokens.",
               "latency asked of a request that does not fit")
     choice(answer, expected, label, VERDICTS, also_wrong={k: v for k, v in slips.items() if v}, why=(
         "Check in this order: memory for the whole request (the weights and the cache of prompt_len + output_len "
-        "tokens, at the precision asked); then the TTFT and the ITL at the efficiency asked for (typical when none "
+        "tokens, as rl.request counts it, at the precision asked); then the TTFT and the ITL at the efficiency asked for (typical when none "
         "is given), each against its limit, as quantities rather than bare numbers."))
 
 
