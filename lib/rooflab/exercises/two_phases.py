@@ -326,8 +326,11 @@ def _sla_verdict(answers, case, ref, rl):
         if expected != "does not fit":
             _fail(f"{label} asked the library for the latency of a request that fits at {precision}, but at another "
                   f"precision ({error}): pass precision= on to rl.request.", REQUEST_AT_FP16)
+        short = ref.memory_budget(name, device, prompt_len + output_len - 1, precision=precision).fits
         _fail(f"{label} asked the library for the latency of a request that does not fit ({error}). Check memory "
-              "for the whole request first, counting the cache as rl.request does: prompt_len + output_len tokens.",
+              "for the whole request first, counting the cache as rl.request does: prompt_len + output_len tokens."
+              + (" Here the request misses by one token: prompt_len + output_len - 1 tokens would fit." if short
+                 else ""),
               "latency asked of a request that does not fit")
     choice(answer, expected, label, VERDICTS, also_wrong={k: v for k, v in slips.items() if v}, why=(
         "Check in this order: memory for the whole request (the weights and the cache of prompt_len + output_len "
