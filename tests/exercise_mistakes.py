@@ -443,6 +443,8 @@ MISTAKES = {
         "memory checked at the prompt length, not prompt plus answer": lambda s: (
             _sla(s, budget_len=lambda p, o: p),),
         "memory never checked": lambda s: (_sla(s, check_memory=False),),
+        "the cache counted one token short (prompt_len + output_len - 1)": lambda s: (
+            _sla(s, budget_len=lambda p, o: p + o - 1),),
         "judged at the ideal, not at typical efficiency": lambda s: (_sla(s, efficiency="ideal"),),
         "the efficiency asked for ignored (always typical)": lambda s: (_sla(s, efficiency="typical"),),
         "only the TTFT limit checked": lambda s: (_sla(s, check_itl=False),),

@@ -297,6 +297,11 @@ def _speedups(answers, case, ref, rl):
     # Llama-2-7B's 13.5 GB of weights leave about 1,450 tokens of cache in 0.9 of the 15.8 GB a process gets on a
     # T4: this prompt fits, the prompt and its answer do not.
     ("Llama-2-7B", "T4", 1000, 1000, (2, "s"), (200, "ms"), "fp16", None),
+    # The cache counted as rl.request counts it, prompt_len + output_len tokens, not the one fewer the last step
+    # holds: 0.9 x 15,826,954,486 B (the T4's usable memory) - 13,476,831,232 B of weights = 767,427,805 B, or
+    # 1,463.75 tokens at 524,288 B a token (2 x 32 layers x 32 KV heads x 128 x 2 B). 1,264 + 200 = 1,464 tokens
+    # do not fit; 1,463 would, and then rl.request refuses the request.
+    ("Llama-2-7B", "T4", 1264, 200, (5, "s"), (500, "ms"), "fp16", None),
     # int8 halves Llama-3-8B's weights to 8 GB, which fit the T4 with room for the cache: the memory checked at
     # fp16 (the precision not passed on) says "does not fit", and rl.request asked at fp16 refuses the request.
     ("Llama-3-8B", "T4", 4096, 256, (2, "s"), (100, "ms"), "int8", None),
@@ -321,12 +326,15 @@ def _sla_verdict(answers, case, ref, rl):
         if expected != "does not fit":
             _fail(f"{label} asked the library for the latency of a request that fits at {precision}, but at another "
                   f"precision ({error}): pass precision= on to rl.request.", REQUEST_AT_FP16)
+        short = ref.memory_budget(name, device, prompt_len + output_len - 1, precision=precision).fits
         _fail(f"{label} asked the library for the latency of a request that does not fit ({error}). Check memory "
-              "for the whole request first: the prompt and the answer are both in the cache by the last token.",
+              "for the whole request first, counting the cache as rl.request does: prompt_len + output_len tokens."
+              + (" Here the request misses by one token: prompt_len + output_len - 1 tokens would fit." if short
+                 else ""),
               "latency asked of a request that does not fit")
     choice(answer, expected, label, VERDICTS, also_wrong={k: v for k, v in slips.items() if v}, why=(
         "Check in this order: memory for the whole request (the weights and the cache of prompt_len + output_len "
-        "tokens, at the precision asked); then the TTFT and the ITL at the efficiency asked for (typical when none "
+        "tokens, as rl.request counts it, at the precision asked); then the TTFT and the ITL at the efficiency asked for (typical when none "
         "is given), each against its limit, as quantities rather than bare numbers."))
 
 
@@ -405,19 +413,35 @@ TURN_OPTIONS = {
 }
 
 
+def _first_compute_bound(ref, name: str, device: str) -> int:
+    """The shortest prompt whose prefill intensity, by the notebook's count (every weight read once, FP16),
+    reaches the device's ridge point."""
+    m, ridge = ref.model(name), ref.hardware(device).ridge_point("fp16").m_as("FLOP/B")
+    n = 1
+    while (2 * m.active_non_embedding_params * n + 2 * m.layers * m.attention_width * n * n
+           + 2 * m.d_model * m.vocab) / (2 * m.total_params) < ridge:
+        n += 1
+    return n
+
+
 @question("a100_prefill_turn", A, "100 to 250 tokens", TURN_OPTIONS)
 def _a100_prefill_turn(ref):
     turns = {d: ref.prefill_compute_bound_len("Llama-3-8B", d) for d in ("A100-80GB", "H100")}
     devices = {d: ref.hardware(d) for d in turns}
     ridges = {d: devices[d].ridge_point("fp16").m_as("FLOP/B") for d in turns}
+    m = ref.model("Llama-3-8B")
+    share = m.active_non_embedding_params / m.total_params
+    yours = _first_compute_bound(ref, "Llama-3-8B", "A100-80GB")
     flops = (devices["H100"].peak_flops("fp16") / devices["A100-80GB"].peak_flops("fp16")).m_as("")
     bandwidth = (devices["H100"].memory_bandwidth / devices["A100-80GB"].memory_bandwidth).m_as("")
     typical = ref.prefill_compute_bound_len("Llama-3-8B", "A100-80GB", efficiency="typical")
     why = ("real kernels fall further short of the peak FLOP/s than of the bandwidth" if typical < turns["A100-80GB"]
            else "real kernels fall further short of the bandwidth than of the peak FLOP/s")
-    return (f"At the ideal, the prefill of Llama-3-8B on the A100-80GB turns compute-bound from a "
-            f"{turns['A100-80GB']}-token prompt, against {turns['H100']} on the H100 (at typical efficiency the "
-            f"A100's turn comes at {typical} tokens: {why}). The ideal turn sits near the ridge point counted in tokens "
-            f"(the A100's is {ridges['A100-80GB']:.0f} FLOP/B, the H100's {ridges['H100']:.0f}): each prompt token "
-            f"adds about one FLOP per byte of weights read. The H100 has {flops:.1f} times the A100's FLOP/s but only "
-            f"{bandwidth:.1f} times its bandwidth, so it needs a longer prompt to keep its cores busy.")
+    return (f"Each prompt token adds about one FLOP per byte of weights read: 2 FLOPs for each weight it passes "
+            f"through, 2 bytes a weight at FP16. By your count it is {share:.2f} FLOP/B a token, because the "
+            f"embedding table is read but does no FLOPs. So the prefill turns compute-bound near the ridge point "
+            f"counted in tokens: {ridges['A100-80GB']:.0f} / {share:.2f} gives a {yours}-token prompt by your count, "
+            f"and the library, which reads one row of the table per token, finds {turns['A100-80GB']}. At typical "
+            f"efficiency the library's turn comes at {typical} tokens: {why}. The H100's ridge point is "
+            f"{ridges['H100']:.0f} FLOP/B (its turn {turns['H100']} tokens): it has {flops:.1f} times the A100's "
+            f"FLOP/s but only {bandwidth:.1f} times its bandwidth, so it needs a longer prompt to keep its cores busy.")
