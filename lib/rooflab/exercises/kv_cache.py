@@ -229,7 +229,15 @@ def _profile(answers, case, ref, rl):
         every = (ref.Q_((m.non_embedding_params + m.vocab * m.d_model + batch * m.d_model)
                         * ref.bytes_per_element(precision), "B") + _cache(ref, name, context_len, batch, precision))
         table = ref.Q_((m.embedding_params - batch * m.d_model) * ref.bytes_per_element(precision), "B")
-        slips = [("the whole embedding table", every + table, "the whole input embedding table read, where a step reads one row of it per sequence")]
+        row = ref.Q_(m.d_model * ref.bytes_per_element(precision), "B")
+        # Two slips of copying the prefill's count (Exercise 5's worked example) onto a decode step.
+        slips = [("the whole embedding table", every + table, "the whole input embedding table read, where a step reads one row of it per sequence"),
+                 ("an embedding row for every context token", every + batch * (context_len - 1) * row,
+                  "an embedding row looked up for every token of context, where a decode step looks up one row per "
+                  "sequence, for its new token"),
+                 ("only the new token's cache", every - _cache(ref, name, context_len - 1, batch, precision),
+                  "one token's cache per sequence, as a prefill writes it, where a decode step reads each sequence's "
+                  "whole cache of context_len tokens")]
         _checked(quantity, step_bytes(rl.model(name), context_len, batch, precision), careful,
                  f"step_bytes({name}, {context_len}, batch={batch}, {precision!r})", slips, rel=0.005,
                  accept=(every,))
