@@ -969,6 +969,10 @@ MISTAKES.update({
         "the 16-bit peak whatever the format": lambda s: (_step02(s, peak_format=False),),
         "16-bit bytes whatever the format": lambda s: (_step02(s, nbytes=lambda m, c, b, p: s["weight_bytes"](
             m) + s["kv_cache_bytes"](m, c, b)),),
+        "only the new token's cache": lambda s: (_step02(s, nbytes=lambda m, c, b, p: s["weight_bytes"](
+            m, p) + s["kv_cache_bytes"](m, 1, b, p)),),
+        "a prefill's FLOPs per sequence": lambda s: (_step02(s, flops=lambda m, c, b, p: b * s["prefill_flops"](
+            m, c)),),
     },
     "profile": {
         "a percentage for a fraction": lambda s: _profile(s, mfu=_scaled(s["mfu"], 100)),
@@ -1188,6 +1192,10 @@ def _spec(s, at_batch_1=False, ideal=False, one_step=False, one_prefill=False, p
 
 # The hint each 04 mistake must get, where an exercise names it itself (beyond the checker's own names).
 HINTS.update({
+    "decode_step_time": {
+        "only the new token's cache": "only the new token's cache",
+        "a prefill's FLOPs per sequence": "a prefill's FLOPs per sequence",
+    },
     "profile": {
         "an embedding row for every context token": "an embedding row for every context token",
         "only the new token's cache": "only the new token's cache",

@@ -183,6 +183,18 @@ def _decode_step_time(answers, case, ref, rl):
     slips = [("a memory-only step", _memory_time(ref, name, device, context_len, batch, precision),
               "the bytes' time alone, but at this batch the FLOPs take longer (count them for every sequence, "
               "and keep the larger of the two times)")]
+    # Two slips of copying Exercise 4's worked prefill onto a decode step.
+    m, d, early = ref.model(name), ref.hardware(device), _earlier(ref)
+    new_cache_only = (early.weight_bytes(m, precision) + _cache(ref, name, 1, batch, precision)) / d.memory_bandwidth
+    prefill_flops = batch * early.prefill_flops(m, context_len) / d.peak_flops(precision)
+    slips += [("only the new token's cache", max(batch * early.decode_flops(m, context_len) / d.peak_flops(precision),
+                                                  new_cache_only).to("s"),
+               "the weights and one token's cache per sequence, as a prefill writes it, where a decode step reads "
+               "each sequence's whole cache of context_len tokens"),
+              ("a prefill's FLOPs per sequence", max(prefill_flops, _memory_time(
+                  ref, name, device, context_len, batch, precision)).to("s"),
+               "each sequence doing a prefill of context_len tokens, where a decode step computes one new token "
+               "per sequence (decode_flops)")]
     _checked(quantity, answer, course,
              f"decode_step_time({name}, {device}, {context_len}, batch={batch}, {precision!r})", slips,
              accept=(shipped, careful))
