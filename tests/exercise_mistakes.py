@@ -971,6 +971,10 @@ MISTAKES.update({
         "the 16-bit peak whatever the format": lambda s: (_step02(s, peak_format=False),),
         "16-bit bytes whatever the format": lambda s: (_step02(s, nbytes=lambda m, c, b, p: s["weight_bytes"](
             m) + s["kv_cache_bytes"](m, c, b)),),
+        "only the new token's cache": lambda s: (_step02(s, nbytes=lambda m, c, b, p: s["weight_bytes"](
+            m, p) + s["kv_cache_bytes"](m, 1, b, p)),),
+        "a prefill's FLOPs per sequence": lambda s: (_step02(s, flops=lambda m, c, b, p: b * s["prefill_flops"](
+            m, c)),),
     },
     "profile": {
         "a percentage for a fraction": lambda s: _profile(s, mfu=_scaled(s["mfu"], 100)),
@@ -988,6 +992,10 @@ MISTAKES.update({
             "step_bytes"](m, c, b, p) - s["kv_cache_bytes"](m, c, b - 1, p)),
         "the output head left out": lambda s: _profile(s, step_bytes=_moved(
             s, lambda m, b: m.non_embedding_params + b * m.d_model)),
+        "an embedding row for every context token": lambda s: _profile(s, step_bytes=lambda m, c, b=1, p="fp16": s[
+            "step_bytes"](m, c, b, p) + Q_(b * (c - 1) * m.d_model * s["BYTES_PER_VALUE"][p], "B")),
+        "only the new token's cache": lambda s: _profile(s, step_bytes=lambda m, c, b=1, p="fp16": s[
+            "step_bytes"](m, c, b, p) - s["kv_cache_bytes"](m, c - 1, b, p)),
         "16-bit bytes whatever the format": lambda s: _profile(s, step_bytes=lambda m, c, b=1, p="fp16": s[
             "step_bytes"](m, c, b)),
         "a percentage for a fraction in mbu": lambda s: _profile(s, mbu=_scaled(s["mbu"], 100)),
@@ -1186,6 +1194,14 @@ def _spec(s, at_batch_1=False, ideal=False, one_step=False, one_prefill=False, p
 
 # The hint each 04 mistake must get, where an exercise names it itself (beyond the checker's own names).
 HINTS.update({
+    "decode_step_time": {
+        "only the new token's cache": "only the new token's cache",
+        "a prefill's FLOPs per sequence": "a prefill's FLOPs per sequence",
+    },
+    "profile": {
+        "an embedding row for every context token": "an embedding row for every context token",
+        "only the new token's cache": "only the new token's cache",
+    },
     "compute_bound_batch": {
         "the FP16 peak with 8-bit weights": PRECISION_NOT_PASSED,
         "2 bytes a weight at any precision": PRECISION_NOT_PASSED,

@@ -183,6 +183,18 @@ def _decode_step_time(answers, case, ref, rl):
     slips = [("a memory-only step", _memory_time(ref, name, device, context_len, batch, precision),
               "the bytes' time alone, but at this batch the FLOPs take longer (count them for every sequence, "
               "and keep the larger of the two times)")]
+    # Two slips of copying Exercise 4's worked prefill onto a decode step.
+    m, d, early = ref.model(name), ref.hardware(device), _earlier(ref)
+    new_cache_only = (early.weight_bytes(m, precision) + _cache(ref, name, 1, batch, precision)) / d.memory_bandwidth
+    prefill_flops = batch * early.prefill_flops(m, context_len) / d.peak_flops(precision)
+    slips += [("only the new token's cache", max(batch * early.decode_flops(m, context_len) / d.peak_flops(precision),
+                                                  new_cache_only).to("s"),
+               "the weights and one token's cache per sequence, as a prefill writes it, where a decode step reads "
+               "each sequence's whole cache of context_len tokens"),
+              ("a prefill's FLOPs per sequence", max(prefill_flops, _memory_time(
+                  ref, name, device, context_len, batch, precision)).to("s"),
+               "each sequence doing a prefill of context_len tokens, where a decode step computes one new token "
+               "per sequence (decode_flops)")]
     _checked(quantity, answer, course,
              f"decode_step_time({name}, {device}, {context_len}, batch={batch}, {precision!r})", slips,
              accept=(shipped, careful))
@@ -229,7 +241,15 @@ def _profile(answers, case, ref, rl):
         every = (ref.Q_((m.non_embedding_params + m.vocab * m.d_model + batch * m.d_model)
                         * ref.bytes_per_element(precision), "B") + _cache(ref, name, context_len, batch, precision))
         table = ref.Q_((m.embedding_params - batch * m.d_model) * ref.bytes_per_element(precision), "B")
-        slips = [("the whole embedding table", every + table, "the whole input embedding table read, where a step reads one row of it per sequence")]
+        row = ref.Q_(m.d_model * ref.bytes_per_element(precision), "B")
+        # Two slips of copying the prefill's count (Exercise 5's worked example) onto a decode step.
+        slips = [("the whole embedding table", every + table, "the whole input embedding table read, where a step reads one row of it per sequence"),
+                 ("an embedding row for every context token", every + batch * (context_len - 1) * row,
+                  "an embedding row looked up for every token of context, where a decode step looks up one row per "
+                  "sequence, for its new token"),
+                 ("only the new token's cache", every - _cache(ref, name, context_len - 1, batch, precision),
+                  "one token's cache per sequence, as a prefill writes it, where a decode step reads each sequence's "
+                  "whole cache of context_len tokens")]
         _checked(quantity, step_bytes(rl.model(name), context_len, batch, precision), careful,
                  f"step_bytes({name}, {context_len}, batch={batch}, {precision!r})", slips, rel=0.005,
                  accept=(every,))
@@ -370,9 +390,11 @@ def _fp8_cache_throughput(ref):
         step = ref.decode_step(name, device, context_len, batch, precision, efficiency="typical").time
         shown.append((batch, step, batch / step.m_as("s")))
     (b16, t16, r16), (b8, t8, r8) = shown
-    full = (ref.hardware(device).memory_capacity / ref.hardware(device).memory_bandwidth).to("ms")
+    gpu = ref.hardware(device)
+    full = (0.9 * gpu.usable_memory / gpu.memory_bandwidth).to("ms")  # the engine's share, read once at the roofline
     return (f"At 32,000 tokens an FP16 cache lets {b16} sequences run ({r16:,.0f} tokens/s typical, {t16.m_as('ms'):.0f} "
             f"ms a step) and an FP8 cache {b8} ({r8:,.0f} tokens/s, {t8.m_as('ms'):.0f} ms a step): {r8 / r16:.1f} "
             f"times the throughput. With the memory full, a step reads about all of it whatever the format (the ideal "
-            f"bound is {full:.0f~P} for the H100's whole memory), so the step time barely moves and the tokens per "
-            f"step double with the batch. At the same batch the FP8 cache only shortens the step, a smaller gain.")
+            f"bound: 0.9 of the H100's usable memory over its bandwidth, {full:.1f~P}, as in the cell after "
+            f"Exercise 8; the typical steps above add the preset's MBU and overheads), so the step time barely moves "
+            f"and the tokens per step double with the batch. At the same batch the FP8 cache only shortens the step, a smaller gain.")
