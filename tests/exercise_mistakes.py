@@ -1184,7 +1184,7 @@ def _spec(s, at_batch_1=False, ideal=False, one_step=False, one_prefill=False, p
         ttft = rl.request(model, device, prompt_len, output_len, allow_overflow=True,
                           efficiency=efficiency).ttft if one_prefill else r.ttft
         decode = r.itl if one_step else r.decode_time / (batch if per_sequence else 1)
-        prefill_side = ttft >= decode
+        prefill_side = ttft > decode  # a tie counts for the decode, as in the exercise
         if swapped:
             prefill_side = not prefill_side
         return "peak FLOP/s" if prefill_side else "memory bandwidth"
