@@ -144,7 +144,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return 77 if model.name == "Llama-3-8B" else 62'),
             ("ex6_cheapest", None, 'def cheapest_config(model, configs, prompt_len, output_len, batch, ttft_limit, itl_limit,\n'
              '                    efficiency="typical"):\n'
-             '    return "A100-80GB, FP16" if batch == 16 else "L4, INT4"'),
+             '    return "L4, INT4" if batch == 64 else "A100-80GB, FP16"'),
         ],
     },
     "04_crossover": {
@@ -245,12 +245,12 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '            ("Mixtral-8x7B", 512): 20118}\n'
              '    return Q_(seen[model.name, batch], "token/s")'),
             ("ex2_engine", None, 'def engine_state(model, device, prompt_len, output_len, batch, precision="fp16"):\n'
-             '    seen = {64: (28.31812, 2267.596, 73.50706), 40: (50.802, 803.4393, 66.10321),\n'
-             '            8: (26.17157, 307.2112, 42.20775)}\n'
+             '    seen = {64: (24.56167, 2614.401, 58.79111), 40: (46.18058, 883.8417, 59.66529),\n'
+             '            8: (27.09654, 296.7242, 43.3952)}\n'
              '    itl, throughput, ttft = seen[batch]\n'
              '    return Q_(itl, "ms"), Q_(throughput, "token/s"), Q_(ttft, "ms")'),
             ("ex4_best", None, 'def best_batch(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16"):\n'
-             '    seen = {("H100-SXM", 2000): 136, ("L40S", 4000): 71, ("A100-80GB", 2000): 184}\n'
+             '    seen = {("H100-SXM", 2000): 155, ("L40S", 4000): 44, ("A100-80GB", 2000): 184}\n'
              '    return seen.get((device.name, prompt_len), 0)'),
         ],
     },
@@ -286,7 +286,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '        return Q_(np.array([4.5167, 0.36133, 0.060222]), "USD/Mtok")\n'
              '    return Q_(0.4018, "USD/Mtok")'),
             ("ex3_sla", None, 'def cost_at_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, price, precision="fp16"):\n'
-             '    return Q_({"H100-SXM": 0.401215, "L40S": 0.607016}[device.name], "USD/Mtok")'),
+             '    return Q_({"H100-SXM": 0.3513617, "L40S": 0.6825076}[device.name], "USD/Mtok")'),
             ("ex5_tp", None, 'def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):\n'
              '    seen = {1: 34.176, 128: 15.6482, 256: 6.57832 if device.name == "H100-SXM" else 13.7063}\n'
              '    return Q_(seen[batch], "ms")'),

@@ -3,10 +3,12 @@
 import json
 import math
 import re
+import statistics
 
 import pytest
 
 import rooflab as rl
+from rooflab import calibration
 from course.build import ASSERTS, HIDDEN, check_source
 from course.nbgrader_run import RELEASE, SOLUTIONS, SOURCE, assignments
 
@@ -112,10 +114,42 @@ def test_under_load_quotes_the_library():
     llama, h100 = rl.model("Llama-3-8B"), rl.hardware("H100")
     best = rl.best_under_sla(llama, h100, 2000, 300, rl.Q_(500, "ms"), rl.Q_(50, "ms"), efficiency="typical")
     assert f"ITL <=  50 ms: batch {best.batch:3}" in shown
-    assert f"bends at batch {rl.decode_compute_bound_batch(llama, h100, 2149, efficiency='typical')}" in shown
+    # The frontier bends on an H200 at 2,000/500 (mean context 2,249); the running workload's H100 bend is printed
+    # as it falls, before or after its memory ends.
+    h200_bend = rl.decode_compute_bound_batch(llama, "H200", 2249, efficiency="typical")
+    assert h200_bend < rl.memory_budget(llama, "H200", 2500).max_batch and f"bends at batch {h200_bend}:" in shown
+    fits = rl.memory_budget(llama, h100, 2300).max_batch
+    h100_bend = rl.decode_compute_bound_batch(llama, h100, 2149, efficiency="typical")
+    assert f"{fits} sequences fit, bend_batch says {h100_bend if h100_bend <= fits else None}" in shown
     s = rl.steady_state(llama, h100, 2000, 300, 64, efficiency="typical")
+    # The takeaways and the prediction where_time_goes: the prefills are the largest share of an iteration.
+    prefills = s.itl - s.decode.time
+    assert all(prefills > part.time for part in s.decode.parts.values())
     assert f"batch  64: ITL {s.itl.m_as('ms'):5.1f} ms, {s.output_throughput.m_as('token/s'):6,.0f} tokens/s" in shown
     assert "image/png" in json.dumps(solved)  # the frontier figure
+
+
+def test_quantization_cheapest_story_holds():
+    """03's text after Exercise 6 tells a story of four verdicts: at the ideal the T4 with INT4 weights at both loads,
+    at typical the L4 with INT4 alone and the A100 in FP16 at 16 conversations; and INT4 slows a long prefill at
+    typical.  Derived here from the steady state, so a refit that breaks the story fails here."""
+    intro = text(next(c for c in cells(SOURCE, "03_quantization") if c["id"] == "ex6_intro"))
+    assert "within 400 ms" in intro and "an ITL of at most 40 ms" in intro
+    offers = {"T4, INT4": ("T4", "int4-g128", 0.40), "L4, FP16": ("L4", "fp16", 0.80),
+              "L4, INT4": ("L4", "int4-g128", 0.80), "A100-80GB, FP16": ("A100-80GB", "fp16", 2.00),
+              "H100, FP8": ("H100", "fp8", 3.00)}   # the notebook's CONFIGS less the T4 in FP16, which never fits
+
+    def cheapest(batch, efficiency):
+        meets = [(price, name) for name, (device, precision, price) in offers.items()
+                 if rl.steady_state("Llama-3-8B", device, 1000, 300, batch, precision=precision,
+                                    efficiency=efficiency).meets(rl.Q_(400, "ms"), rl.Q_(40, "ms"))]
+        return min(meets)[1]
+
+    assert cheapest(1, "ideal") == cheapest(16, "ideal") == "T4, INT4"
+    assert (cheapest(1, "typical"), cheapest(16, "typical")) == ("L4, INT4", "A100-80GB, FP16")
+    int4 = rl.Precision(weights="int4", kv="fp16", compute="fp16", group_size=128)
+    assert (rl.prefill("Llama-3-8B", "H100", 2000, precision=int4, efficiency="typical").time
+            > rl.prefill("Llama-3-8B", "H100", 2000, efficiency="typical").time)
 
 
 def test_cost_quotes_the_library():
@@ -130,14 +164,48 @@ def test_cost_quotes_the_library():
     price = rl.example_price(h100)
     assert f"{s.cost_per_million_input(price):.3f~P} for prompt tokens" in shown
     assert f"{s.cost_per_million_output(price):.3f~P} for generated ones" in shown
-    brief = rl.best_under_sla("Llama-3-70B", h100, 1500, 250, rl.Q_(1, "s"), rl.Q_(50, "ms"), "fp8", tp=2,
-                              efficiency="typical")
-    pairs = math.ceil(20 / (brief.request_rate.m_as("1/s") * 2))
-    monthly = pairs * 2 * rl.example_price(h100).m_as("USD/h") * 730
-    assert f"fp8, tp=2: batch {brief.batch:3} per copy" in shown and f"${round(monthly, -2):7,.0f} a month" in shown
-    answer = text(next(c for c in solved if c["id"] == "written_deployment"))
-    assert (pairs, brief.batch) == (4, 64) and f"{round(monthly, -2):,.0f}" in answer  # "about $23,100"
-    assert f"{brief.cost_per_million(rl.example_price(h100)).m_as('USD/Mtok'):.2f}" in answer  # "$1.70"
+    hourly = rl.example_price(h100).m_as("USD/h")
+
+    def option(precision, tp):
+        """(copies, GPUs, dollars a month rounded to 100, the SLA point) for the brief: 20 requests/s at peak."""
+        best = rl.best_under_sla("Llama-3-70B", h100, 1500, 250, rl.Q_(1, "s"), rl.Q_(50, "ms"), precision, tp=tp,
+                                 efficiency="typical")
+        copies = math.ceil(20 / (best.request_rate.m_as("1/s") * tp))
+        return copies, copies * tp, round(copies * tp * hourly * 730, -2), best
+
+    pairs, gpus, monthly, brief = option("fp8", 2)
+    assert f"fp8, tp=2: batch {brief.batch:3} per copy" in shown and f"${monthly:7,.0f} a month" in shown
+    answer = " ".join(text(next(c for c in solved if c["id"] == "written_deployment")).split())  # one line
+    model_answer = answer[answer.index("**Model answer.**"):]
+    # The recommendation: 5 pairs within the $30,000 budget, the sixth over it.
+    assert pairs == 5 and monthly <= 30000 < round((pairs + 1) * 2 * hourly * 730, -2)
+    assert f"{pairs} pairs, {gpus} GPUs, about \\${monthly:,.0f} a month" in model_answer
+    assert f"a batch of about {brief.batch} within" in model_answer
+    assert f"about {brief.request_rate.m_as('1/s') * 2:.1f} requests per" in model_answer
+    assert f"about {pairs * brief.request_rate.m_as('1/s') * 2 / 20 - 1:.0%} to spare" in model_answer
+    assert f"\\${brief.cost_per_million(rl.example_price(h100)).m_as('USD/Mtok'):.2f} per million" in model_answer
+    assert f"about {brief.energy_per_token.m_as('J/token'):.2f} J per token" in model_answer
+    assert f"sixth pair (about \\${round((pairs + 1) * 2 * hourly * 730, -2):,.0f})" in model_answer
+    # The alternatives it rules out: FP16 at its cheapest tp, one FP8 copy per GPU, four GPUs per copy.
+    fp16 = min((option("fp16", tp) for tp in (2, 4, 8)), key=lambda o: o[1])
+    assert f"FP16 needs {fp16[1]} GPUs (about \\${fp16[2]:,.0f})" in model_answer
+    replicas = option("fp8", 1)
+    assert f"room for only {replicas[3].max_batch} caches" in model_answer
+    assert f"needs {replicas[1]} GPUs (about \\${replicas[2]:,.0f})" in model_answer
+    four = option("fp8", 4)
+    assert f"tp=4 needs {four[1]} GPUs, about \\${four[2]:,.0f}" in model_answer
+    assert all(option("fp8", tp)[3].output_throughput < brief.output_throughput for tp in (4, 8))  # fewer per GPU
+    # The error it weighs the headroom against: typical on the measured tp=2 rows, and on the FP8 H100 pairs.
+    rows = [row for table in calibration.tables("typical").values() for row in table if getattr(row, "tp", 1) == 2]
+    near = [calibration.error(row, "typical") for row in rows if row.precision == "fp8" and row.device.startswith("H100")]
+    assert f"median error of {statistics.median(abs(calibration.error(r, 'typical')) for r in rows):.0%}" in model_answer
+    assert statistics.median(near) < 0 and f"(median {statistics.median(near):+.0%})" in model_answer
+    # The rubric quotes the same figures: every monthly bill and price per million in the cell is one of these.
+    sixth = round((pairs + 1) * 2 * hourly * 730, -2)
+    bills = {f"{d:,.0f}" for d in (monthly, fp16[2], replicas[2], four[2], sixth, 30000)}
+    quoted = set(re.findall(r"\\\$(\d{2},\d{3})", answer))
+    assert len(quoted) >= 5 and quoted <= bills, quoted - bills
+    assert set(re.findall(r"\\\$(\d+\.\d\d) ", answer)) == {f"{brief.cost_per_million(rl.example_price(h100)).m_as('USD/Mtok'):.2f}"}
 
 
 def text_of(cell):

@@ -254,7 +254,20 @@ def _cheapest_on_l40s(ref):
             f"500 ms and ITL <= 50 ms, typical efficiency: {listed}. FP8 halves the bytes every step reads, so one "
             f"L40S runs batch {costs['fp8, tp=1'][1].batch} within 50 ms instead of {costs['fp16, tp=1'][1].batch}. "
             f"Splitting over two GPUs halves each GPU's weight read but adds all-reduces over PCIe (64 GB/s both "
-            f"ways). At FP16 the read is {weights('fp16, tp=1'):.1f} ms of the 50, and halving it saves more than "
-            f"the {links('fp16, tp=2'):.1f} ms of all-reduces cost; at FP8 it is only {weights('fp8, tp=1'):.1f} ms, "
-            f"and the all-reduces ({links('fp8, tp=2'):.1f} ms, the prefills' included) cost more than they save: "
-            "FP8 on one GPU is cheapest.")
+            f"ways), and there are two GPUs to pay for. At FP16 the read is {weights('fp16, tp=1'):.1f} ms of the "
+            f"50, and halving it saves {weights('fp16, tp=1') / 2:.1f} ms against {links('fp16, tp=2'):.1f} ms of "
+            f"all-reduces (the prefills' included): the pair is {_dearer(costs, 'fp16')} per token than one GPU. At "
+            f"FP8 the read is only {weights('fp8, tp=1'):.1f} ms, half of it {weights('fp8, tp=1') / 2:.1f} ms, "
+            f"against {links('fp8, tp=2'):.1f} ms of all-reduces: the pair is {_dearer(costs, 'fp8')}. "
+            f"{_cheapest(costs)} is cheapest.")
+
+
+def _dearer(costs: dict, precision: str) -> str:
+    """'dearer' or 'cheaper': the pair against one GPU at ``precision``, per token."""
+    return "dearer" if costs[f"{precision}, tp=2"][0] > costs[f"{precision}, tp=1"][0] else "cheaper"
+
+
+def _cheapest(costs: dict) -> str:
+    """The cheapest of the four settings in words, e.g. 'FP8 on one GPU'."""
+    precision, tp = min(costs, key=lambda label: costs[label][0]).split(", tp=")
+    return f"{precision.upper()} {'on one GPU' if tp == '1' else f'split over {tp} GPUs'}"
