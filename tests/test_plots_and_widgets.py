@@ -171,3 +171,29 @@ def test_tail_explain_and_curves():
     assert text.startswith("7 requests/s, prefill chunked") and "p99" in text and "pre-emptions" in text
     box = widgets.tail_explorer()
     assert [c.description for c in box.children[0].children] == ["prefill", "requests/s"]
+
+
+def test_gap_histogram_marks_the_median_and_the_tail():
+    """980 plain gaps of 10 ms and 20 stalls of 100 ms: the p50 is 10 ms and, since the 99th percentile of 1,000
+    sorted values falls at index 989.01, among the stalls, the p99 is 100 ms; all 1,000 gaps are counted."""
+    gaps = rl.Q_(np.r_[np.full(980, 10.0), np.full(20, 100.0)], "ms")
+    ax = plots.gap_histogram(gaps, label="stalled")
+    lines = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert [float(line.get_xdata()[0]) for line in lines] == pytest.approx([10.0, 100.0])
+    heights = [patch.get_height() for patch in ax.patches]
+    assert sum(heights) == 1000 and sorted(heights)[-2:] == [20, 980]
+    assert ax.get_xscale() == "log" and "1,000 gaps" in ax.get_title()
+    assert [t.get_text() for t in ax.get_legend().get_texts()][1:] == ["p50 10 ms", "p99 100 ms"]
+
+
+def test_gap_histogram_takes_a_run_and_refuses_bad_gaps():
+    from rooflab.simulate import engine, simulate
+
+    run = simulate(engine("Llama-3-8B", "H100"), rate=rl.Q_(4, "1/s"), prompt_len=200, output_len=20, requests=30,
+                   seed=0)
+    ax = plots.gap_histogram(run)
+    assert sum(p.get_height() for p in ax.patches) == 30 * 19  # 19 gaps in each 20-token answer
+    with pytest.raises(ValueError, match="gaps"):
+        plots.gap_histogram(rl.Q_(np.array([1.0, 2.0]), "GB"))
+    with pytest.raises(ValueError, match="positive"):
+        plots.gap_histogram(rl.Q_(np.array([0.0, 2.0]), "ms"))

@@ -17,7 +17,7 @@ from .precision import Precision
 from .serving import Request, decode_step, memory_budget, prefill, request
 
 __all__ = ["roofline_figure", "phase_bars", "memory_figure", "batching_figure", "quantization_figure",
-           "crossover_figure", "frontier_figure"]
+           "crossover_figure", "frontier_figure", "gap_histogram"]
 
 _COLOURS = {"compute": "#C44E52", "memory": "#4C72B0"}
 _GREY = "#AAAAAA"
@@ -343,6 +343,39 @@ def frontier_figure(model: Model | str, configs, prompt_len, output_len, ttft_li
     ax.set_ylabel("ITL, ms")
     ax.set_title(f"{name}, {_shown_lengths(prompt_len)} in / {_shown_lengths(output_len)} out, {efficiency}: "
                  f"circle = the bend, star = best under the SLA", fontsize=9)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def gap_histogram(gaps, label: str | None = None, bins: int = 60, ax=None):
+    """Histogram of inter-token gaps on a log time axis, ms, with dashed lines at their p50 and p99.
+
+    ``gaps`` is a time quantity array (such as ``np.concatenate`` of ``run.itl_of(i)``) or a
+    ``rooflab.simulate.Simulation``, whose gaps of every request are drawn.  The bins are equal on a log scale, so
+    a rare mode of long gaps (a prefill's stall, a pre-emption) shows as a second hump far right of the plain step;
+    the y axis counts gaps per bin on a log scale, so a hump of 1% is still visible.  Returns the Axes.
+    """
+    from .units import Q_
+
+    values = Q_(gaps.gaps_si, "s") if hasattr(gaps, "gaps_si") else gaps
+    if not hasattr(values, "m_as") or not values.check("[time]"):
+        raise ValueError(f"gaps should be a time quantity array or a Simulation, got {type(gaps).__name__}")
+    ms = np.asarray(values.m_as("ms"), dtype=float).ravel()
+    if ms.size == 0 or np.any(~np.isfinite(ms)) or np.any(ms <= 0):
+        raise ValueError("gaps should be a non-empty array of positive, finite times")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.5))
+    low, high = ms.min(), ms.max()
+    edges = np.geomspace(low / 1.05, high * 1.05, bins + 1)
+    ax.hist(ms, bins=edges, color=_COLOURS["memory"], alpha=0.7, label=label)
+    p50, p99 = np.percentile(ms, [50, 99])
+    ax.axvline(p50, color="black", ls="--", lw=1, label=f"p50 {p50:.3g} ms")
+    ax.axvline(p99, color=_COLOURS["compute"], ls="--", lw=1, label=f"p99 {p99:.3g} ms")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("gap between two tokens of one answer, ms (log scale)")
+    ax.set_ylabel("gaps (log scale)")
+    ax.set_title(f"{ms.size:,} gaps" + (f": {label}" if label else ""), fontsize=9)
     ax.legend(fontsize=7)
     return ax
 
