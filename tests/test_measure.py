@@ -52,3 +52,22 @@ def test_calibrate_returns_a_record_that_says_what_it_measured():
     assert measure.latest() is dev
     again = measure.calibrate(size=256, stream_bytes=4 * 2**20, repeats=1)
     assert measure.latest() is again and again is not dev
+
+
+def test_timings_keeps_every_run_and_spread_summarises_them():
+    calls = []
+    runs = measure.timings(lambda: calls.append(1), repeats=4, warmup=2)
+    assert len(calls) == 6 and runs.m_as("s").shape == (4,)
+    # 2, 4 and 10 ms: best 2, median 4, worst 10, worst / best 5x
+    line = measure.spread(Q_([4.0, 10.0, 2.0], "ms"))
+    assert line == "best 2 ms, median 4 ms, worst 10 ms over 3 runs (worst/best 5.00x)"
+    assert measure.spread(Q_(0.003, "s"), unit="us").startswith("best 3e+03 us")
+    with pytest.raises(ValueError, match="times"):
+        measure.spread(Q_([1.0, -1.0], "ms"))
+    with pytest.raises(ValueError, match="warmup"):
+        measure.timings(lambda: None, warmup=-1)
+
+
+def test_calibrate_notes_the_slowest_run_too():
+    dev = measure.calibrate(size=256, stream_bytes=4 * 2**20, repeats=2)
+    assert "slowest run" in dev.notes and "best of 2" in dev.notes
