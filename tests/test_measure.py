@@ -71,3 +71,19 @@ def test_timings_keeps_every_run_and_spread_summarises_them():
 def test_calibrate_notes_the_slowest_run_too():
     dev = measure.calibrate(size=256, stream_bytes=4 * 2**20, repeats=2)
     assert "slowest run" in dev.notes and "best of 2" in dev.notes
+
+
+def test_a_calibration_on_one_blas_thread_reads_the_cpu_clock():
+    before = measure.blas_threads()
+    if before is None:
+        pytest.skip("numpy's BLAS here is not OpenBLAS: its threads cannot be set")
+    try:
+        measure.use_threads(1)
+        assert "timed in CPU time of this thread" in measure.calibrate(size=256, stream_bytes=4 * 2**20).notes
+        if measure.use_threads(2) == 2:
+            assert "timed in wall-clock time" in measure.calibrate(size=256, stream_bytes=4 * 2**20).notes
+    finally:
+        measure.use_threads(before)
+    # the clock is the one given: a clock that advances 1 s a reading times every run at 1 s
+    ticks = iter(range(100))
+    assert list(measure.timings(lambda: None, repeats=3, clock=lambda: float(next(ticks))).m_as("s")) == [1, 1, 1]
