@@ -90,8 +90,8 @@ class Gap:
             return rows[0] + " (at or below the roofline: part of the weights came from a cache)"
         for name, seconds in list(self.parts_si.items()) + [("unexplained", self.unexplained_si)]:
             rows.append(f"  {name:<52} {seconds * 1e3:>8.2f} ms {seconds / self.gap_si:>6.0%}")
-        rows.append(f"  (in CPU time the weight products alone ran at {self.products_roofline_si / self.products_si:.0%} "
-                    "of the calibrated roofline's speed)")
+        speed = self.products_roofline_si / self.products_si
+        rows.append(f"  (in CPU time the weight products alone ran at {speed:.0%} of the calibrated roofline's speed)")
         return "\n".join(rows)
 
 

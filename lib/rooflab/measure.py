@@ -237,11 +237,13 @@ def calibrate(size: int = 1536, stream_bytes: int | None = None, repeats: int = 
     bandwidth = max(copy, read)
     threads = blas_threads()
     notes = (f"float32 matmul {size}x{size}x{size}: best of {repeats} {matmul_s * 1e3:.1f} ms, "
-             f"{flops / 1e9:.1f} GFLOP/s (its slowest run {slowest / 1e9:.1f}); stream over {stream_bytes / 2**20:.0f} MiB "
+             f"{flops / 1e9:.1f} GFLOP/s (its slowest run {slowest / 1e9:.1f}); "
+             f"stream over {stream_bytes / 2**20:.0f} MiB "
              f"(last-level cache {cache / 2**20:.0f} MiB, best of {max(repeats, 5)}): "
              f"copy {copy / 1e9:.1f} GB/s (read + write counted), "
              f"matrix-vector read {read / 1e9:.1f} GB/s; bandwidth = the larger. "
-             f"{os.cpu_count()} CPUs visible, BLAS threads: {threads if threads else 'not known'}; timed in {clock_name}.")
+             f"{os.cpu_count()} CPUs visible, BLAS threads: {threads if threads else 'not known'}; "
+             f"timed in {clock_name}.")
     source = f"measured by rooflab.measure.calibrate at {time.strftime('%Y-%m-%d %H:%M:%S')}"
     record = Hardware(name="this machine (numpy fp32)", peak_flops_si={PRECISION: flops},
                       memory_bandwidth_si=bandwidth, memory_capacity_si=_memory_capacity() or 16e9, power_si=None,

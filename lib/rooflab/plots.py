@@ -360,7 +360,8 @@ def _max_context(model: Model | str) -> int:
     return _model(model).max_context
 
 
-def measured_figure(model: Model | str, device: Hardware | str, prompt_lens, ttft, batches, tpot, context_len: int = 12):
+def measured_figure(model: Model | str, device: Hardware | str, prompt_lens, ttft, batches, tpot,
+                    context_len: int = 12):
     """Two panels of one's own measurements against the calibrated roofline (fp32): the TTFT against the prompt
     length (measured points; the roofline's TTFT; its compute roof, FLOPs / peak, and memory roof, bytes /
     bandwidth), and decode tokens/s = batch / TPOT against the batch, beside the roofline's batch / step time at
