@@ -52,3 +52,38 @@ def test_calibrate_returns_a_record_that_says_what_it_measured():
     assert measure.latest() is dev
     again = measure.calibrate(size=256, stream_bytes=4 * 2**20, repeats=1)
     assert measure.latest() is again and again is not dev
+
+
+def test_timings_keeps_every_run_and_spread_summarises_them():
+    calls = []
+    runs = measure.timings(lambda: calls.append(1), repeats=4, warmup=2)
+    assert len(calls) == 6 and runs.m_as("s").shape == (4,)
+    # 2, 4 and 10 ms: best 2, median 4, worst 10, worst / best 5x
+    line = measure.spread(Q_([4.0, 10.0, 2.0], "ms"))
+    assert line == "best 2 ms, median 4 ms, worst 10 ms over 3 runs (worst/best 5.00x)"
+    assert measure.spread(Q_(0.003, "s"), unit="us").startswith("best 3e+03 us")
+    with pytest.raises(ValueError, match="times"):
+        measure.spread(Q_([1.0, -1.0], "ms"))
+    with pytest.raises(ValueError, match="warmup"):
+        measure.timings(lambda: None, warmup=-1)
+
+
+def test_calibrate_notes_the_slowest_run_too():
+    dev = measure.calibrate(size=256, stream_bytes=4 * 2**20, repeats=2)
+    assert "slowest run" in dev.notes and "best of 2" in dev.notes
+
+
+def test_a_calibration_on_one_blas_thread_reads_the_cpu_clock():
+    before = measure.blas_threads()
+    if before is None:
+        pytest.skip("numpy's BLAS here is not OpenBLAS: its threads cannot be set")
+    try:
+        measure.use_threads(1)
+        assert "timed in CPU time of this thread" in measure.calibrate(size=256, stream_bytes=4 * 2**20).notes
+        if measure.use_threads(2) == 2:
+            assert "timed in wall-clock time" in measure.calibrate(size=256, stream_bytes=4 * 2**20).notes
+    finally:
+        measure.use_threads(before)
+    # the clock is the one given: a clock that advances 1 s a reading times every run at 1 s
+    ticks = iter(range(100))
+    assert list(measure.timings(lambda: None, repeats=3, clock=lambda: float(next(ticks))).m_as("s")) == [1, 1, 1]

@@ -197,3 +197,28 @@ def test_gap_histogram_takes_a_run_and_refuses_bad_gaps():
         plots.gap_histogram(rl.Q_(np.array([1.0, 2.0]), "GB"))
     with pytest.raises(ValueError, match="positive"):
         plots.gap_histogram(rl.Q_(np.array([0.0, 2.0]), "ms"))
+
+
+def test_measured_figure_draws_the_students_points_and_both_roofs():
+    import math
+
+    import matplotlib.pyplot as plt
+
+    tiny = rl.tiny_transformer.TINY
+    laptop = rl.measure.device(flops=rl.Q_(100, "GFLOP/s"), bandwidth=rl.Q_(20, "GB/s"), name="laptop")
+    fig = plots.measured_figure(tiny, laptop, [1, 4, 16], rl.Q_([10.0, 12.0, 30.0], "ms"), [1, 4],
+                                rl.Q_([8.0, 10.0], "ms"))
+    left, right = fig.axes
+    lines = {line.get_label(): line for line in left.get_lines()}
+    assert list(lines["your measured TTFT"].get_ydata()) == [10.0, 12.0, 30.0]
+    # 1 token by hand: bytes 4 (P + d) + 4 x 2 L K + 4 d V at 20 GB/s; FLOPs 2 P + 2 L A + 2 d V at 100 GFLOP/s
+    p, d, v = tiny.non_embedding_params, tiny.d_model, tiny.vocab
+    nbytes = 4 * (p + d) + 4 * 2 * tiny.layers * tiny.kv_heads * tiny.head_dim + 4 * d * v
+    flops = 2 * p + 2 * tiny.layers * tiny.attention_width + 2 * d * v
+    assert math.isclose(lines["memory roof (bytes / bandwidth)"].get_ydata()[0], nbytes / 20e9 * 1e3, rel_tol=1e-9)
+    assert math.isclose(lines["compute roof (FLOPs / peak)"].get_ydata()[0], flops / 100e9 * 1e3, rel_tol=1e-9)
+    rates = {line.get_label(): line for line in right.get_lines()}
+    assert list(rates["your measured batch / TPOT"].get_ydata()) == [125.0, 400.0]  # 1 / 8 ms, 4 / 10 ms
+    plt.close(fig)
+    with pytest.raises(ValueError, match="one time per prompt length"):
+        plots.measured_figure(tiny, laptop, [1, 4], rl.Q_([1.0], "ms"), [1], rl.Q_([1.0], "ms"))

@@ -45,10 +45,22 @@ def test_the_decode_profile_moves_the_bytes_of_its_mean_step(net):
     assert list(decode.tokens) == [2] and decode.measured_si[0] > 0
 
 
+def test_every_run_is_kept_and_the_best_is_the_measurement(net):
+    prefill = profiles.ttft_profile(net, SLOW, [4, 8], repeats=3)
+    decode = profiles.decode_profile(net, SLOW, [1, 2], repeats=2)
+    for made, count in ((prefill, 3), (decode, 2)):
+        assert made.runs_si.shape == (2, count)
+        assert np.array_equal(made.measured_si, made.runs_si.min(axis=1))
+        assert np.all(made.measured.m_as("ms") <= made.median.m_as("ms"))
+        assert np.all(made.median.m_as("ms") <= made.worst.m_as("ms"))
+    assert "median" in prefill.table() and "worst" in decode.table()
+
+
 def test_utilisation_is_the_work_over_the_time_at_the_roof():
     made = profiles.Profile("prefill", "prompt_len", np.array([100]), np.array([1]), np.array([100]),
                             np.array([0.001]), np.array([0.0005]), np.array([5e5]), SLOW, SMALL)
     assert math.isclose(made.utilisation.m_as("")[0], 0.5)  # 5e5 FLOP in 1 ms at 1e9 FLOP/s
+    assert made.median.m_as("ms")[0] == 1.0  # no runs kept: the median and the worst are the best
     assert math.isclose(made.throughput.m_as("token/s")[0], 1e5)
     assert math.isclose(made.share_of_roofline.m_as("")[0], 0.5)
     assert "MFU" in made.table() and "0.50" in made.table()

@@ -33,8 +33,8 @@ import pint
 from .hardware import Hardware
 from .units import Q_, quantity, to_si
 
-__all__ = ["calibrate", "latest", "device", "best_time", "last_level_cache_bytes", "use_threads", "blas_threads",
-           "PRECISION"]
+__all__ = ["calibrate", "latest", "device", "best_time", "timings", "spread", "last_level_cache_bytes", "use_threads",
+           "blas_threads", "PRECISION"]
 
 #: The precision numpy multiplies and stores in here: the record has a rate for this one only.
 PRECISION = "fp32"
@@ -88,24 +88,48 @@ def use_threads(threads: int) -> int | None:
     return int(found[1]())
 
 
+def _whole(value, what: str, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{what} must be a whole number of at least {least}, got {value!r}")
+
+
+def timings(run: Callable[[], object], repeats: int = 5, warmup: int = 1,
+            clock: Callable[[], float] = time.perf_counter) -> pint.Quantity:
+    """Run ``run()`` ``warmup`` times untimed, then ``repeats`` times; return every timed run, s (an array).
+
+    Their spread is the noise of the machine: :func:`spread` summarises it, :func:`best_time` keeps the fastest.
+    ``clock`` is the wall clock by default (what a user waits); ``time.thread_time`` counts only the CPU time the
+    calling thread got, not the time it waited while other programs had the core.
+    """
+    _whole(repeats, "repeats", 1)
+    _whole(warmup, "warmup", 0)
+    for _ in range(warmup):
+        run()
+    seconds = []
+    for _ in range(repeats):
+        start = clock()
+        run()
+        seconds.append(clock() - start)
+    return Q_(np.array(seconds), "s")
+
+
 def best_time(run: Callable[[], object], repeats: int = 3, warmup: int = 1) -> pint.Quantity:
     """Run ``run()`` ``warmup`` times untimed, then ``repeats`` times; return the fastest run, s.
 
     The warm-up pays for first-touch page faults and lazy initialisation (BLAS threads); the minimum is the
     run least disturbed by the rest of the machine.
     """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a whole number of at least 1, got {repeats!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be a whole number of at least 0, got {warmup!r}")
-    for _ in range(warmup):
-        run()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return Q_(best, "s")
+    return Q_(float(np.min(timings(run, repeats, warmup).m_as("s"))), "s")
+
+
+def spread(times: pint.Quantity, unit: str = "ms") -> str:
+    """One line: the best, median and worst of repeated ``times`` in ``unit``, and worst / best (the noise)."""
+    seconds = np.atleast_1d(np.asarray(times.m_as("s"), dtype=float))
+    if seconds.size == 0 or not np.all(np.isfinite(seconds)) or np.any(seconds <= 0):
+        raise ValueError(f"times must be positive finite times, got {times!r:.120}")
+    best, median, worst = (Q_(float(f(seconds)), "s").m_as(unit) for f in (np.min, np.median, np.max))
+    return (f"best {best:.3g} {unit}, median {median:.3g} {unit}, worst {worst:.3g} {unit} over {seconds.size} runs "
+            f"(worst/best {worst / best:.2f}x)")
 
 
 def last_level_cache_bytes() -> int:
@@ -153,17 +177,26 @@ def device(flops: pint.Quantity, bandwidth: pint.Quantity, name: str = "this mac
                     memory_capacity_si=float(capacity), power_si=None, source=source, notes=notes)
 
 
-def _matmul_rate(size: int, repeats: int) -> tuple[float, float]:
-    """(FLOP/s, best seconds) of a size x size float32 matrix product: 2 size^3 FLOPs."""
+def _calibration_clock() -> tuple[Callable[[], float], str]:
+    """The clock a calibration reads, and its name: the thread's CPU clock when numpy's BLAS runs on this one
+    thread (all the work is then this thread's, and the time it waited for the core does not count), else the
+    wall clock (BLAS threads of their own would not show on this thread's clock)."""
+    if blas_threads() == 1:
+        return time.thread_time, "CPU time of this thread"
+    return time.perf_counter, "wall-clock time"
+
+
+def _matmul_rate(size: int, repeats: int, clock=time.perf_counter) -> tuple[float, np.ndarray]:
+    """(FLOP/s of the fastest run, every run's seconds) of a size x size float32 matrix product: 2 size^3 FLOPs."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((size, size), dtype=np.float32)
     b = rng.standard_normal((size, size), dtype=np.float32)
     out = np.empty_like(a)
-    seconds = best_time(lambda: np.matmul(a, b, out=out), repeats).m_as("s")
-    return 2.0 * size**3 / seconds, seconds
+    seconds = timings(lambda: np.matmul(a, b, out=out), repeats, clock=clock).m_as("s")
+    return 2.0 * size**3 / float(np.min(seconds)), seconds
 
 
-def _stream_rates(nbytes: int, repeats: int) -> tuple[float, float]:
+def _stream_rates(nbytes: int, repeats: int, clock=time.perf_counter) -> tuple[float, float]:
     """(copy B/s, read B/s) through one float32 buffer of ``nbytes``: copying its first half onto its second
     moves 2 x nbytes / 2, a matrix-vector product over all of it reads nbytes (its vector and result are a
     few KB).  One buffer: the page faults of a second would cost more than the measurement."""
@@ -172,9 +205,9 @@ def _stream_rates(nbytes: int, repeats: int) -> tuple[float, float]:
     buffer = np.empty((rows, columns), dtype=np.float32)
     buffer.fill(1.0)
     first, second = buffer[: rows // 2], buffer[rows // 2:]
-    copy = best_time(lambda: np.copyto(second, first), repeats).m_as("s")
+    copy = float(np.min(timings(lambda: np.copyto(second, first), repeats, clock=clock).m_as("s")))
     vector = np.ones(columns, dtype=np.float32)
-    read = best_time(lambda: buffer @ vector, repeats).m_as("s")
+    read = float(np.min(timings(lambda: buffer @ vector, repeats, clock=clock).m_as("s")))
     return 2.0 * first.nbytes / copy, buffer.nbytes / read
 
 
@@ -184,7 +217,9 @@ def calibrate(size: int = 1536, stream_bytes: int | None = None, repeats: int = 
     peak = 2 size^3 / (fastest size x size float32 matmul), FLOP/s; bandwidth = the larger of
     2 x bytes / (fastest copy) and bytes / (fastest matrix-vector read) over ``stream_bytes`` (default:
     4 x the last-level cache, at least 128 MiB and at most 512 MiB; the copy streams half of it each way; best of
-    at least 5), B/s.  Takes under a second on an idle laptop.
+    at least 5), B/s.  Timed by the thread's CPU clock when BLAS runs on one thread (``use_threads(1)``), so a
+    machine shared with other programs calibrates to nearly its idle roofs; by the wall clock otherwise.  Takes
+    under a second on an idle laptop.
     ``notes`` says what was measured and how.
     """
     for value, what, least in ((size, "size", 256), (repeats, "repeats", 1)):
@@ -195,16 +230,20 @@ def calibrate(size: int = 1536, stream_bytes: int | None = None, repeats: int = 
         stream_bytes = min(max(4 * cache, 128 * 2**20), 2**29)
     if isinstance(stream_bytes, bool) or not isinstance(stream_bytes, int) or stream_bytes < 2**20:
         raise ValueError(f"stream_bytes must be a whole number of bytes, at least 1 MiB, got {stream_bytes!r}")
-    flops, matmul_s = _matmul_rate(size, repeats)
-    copy, read = _stream_rates(stream_bytes, max(repeats, 5))  # a stream takes milliseconds: more tries are cheap
+    clock, clock_name = _calibration_clock()
+    flops, matmul_runs = _matmul_rate(size, repeats, clock)
+    matmul_s, slowest = float(np.min(matmul_runs)), 2.0 * size**3 / float(np.max(matmul_runs))
+    copy, read = _stream_rates(stream_bytes, max(repeats, 5), clock)  # a stream takes milliseconds: more tries are cheap
     bandwidth = max(copy, read)
     threads = blas_threads()
     notes = (f"float32 matmul {size}x{size}x{size}: best of {repeats} {matmul_s * 1e3:.1f} ms, "
-             f"{flops / 1e9:.1f} GFLOP/s; stream over {stream_bytes / 2**20:.0f} MiB "
+             f"{flops / 1e9:.1f} GFLOP/s (its slowest run {slowest / 1e9:.1f}); "
+             f"stream over {stream_bytes / 2**20:.0f} MiB "
              f"(last-level cache {cache / 2**20:.0f} MiB, best of {max(repeats, 5)}): "
              f"copy {copy / 1e9:.1f} GB/s (read + write counted), "
              f"matrix-vector read {read / 1e9:.1f} GB/s; bandwidth = the larger. "
-             f"{os.cpu_count()} CPUs visible, BLAS threads: {threads if threads else 'not known'}.")
+             f"{os.cpu_count()} CPUs visible, BLAS threads: {threads if threads else 'not known'}; "
+             f"timed in {clock_name}.")
     source = f"measured by rooflab.measure.calibrate at {time.strftime('%Y-%m-%d %H:%M:%S')}"
     record = Hardware(name="this machine (numpy fp32)", peak_flops_si={PRECISION: flops},
                       memory_bandwidth_si=bandwidth, memory_capacity_si=_memory_capacity() or 16e9, power_si=None,

@@ -17,7 +17,7 @@ from .precision import Precision
 from .serving import Request, decode_step, memory_budget, prefill, request
 
 __all__ = ["roofline_figure", "phase_bars", "memory_figure", "batching_figure", "quantization_figure",
-           "crossover_figure", "frontier_figure", "gap_histogram"]
+           "crossover_figure", "frontier_figure", "gap_histogram", "measured_figure"]
 
 _COLOURS = {"compute": "#C44E52", "memory": "#4C72B0"}
 _GREY = "#AAAAAA"
@@ -391,3 +391,42 @@ def _step_weight_bytes(m: Model, precision: Precision) -> float:
 
 def _max_context(model: Model | str) -> int:
     return _model(model).max_context
+
+
+def measured_figure(model: Model | str, device: Hardware | str, prompt_lens, ttft, batches, tpot,
+                    context_len: int = 12):
+    """Two panels of one's own measurements against the calibrated roofline (fp32): the TTFT against the prompt
+    length (measured points; the roofline's TTFT; its compute roof, FLOPs / peak, and memory roof, bytes /
+    bandwidth), and decode tokens/s = batch / TPOT against the batch, beside the roofline's batch / step time at
+    ``context_len``.  ``ttft`` and ``tpot`` are quantities of time, one per point.  Returns the figure."""
+    m, dev = _model(model), _hardware(device)
+    lens = np.asarray(prompt_lens, dtype=int)
+    sizes = np.asarray(batches, dtype=int)
+    ttft_ms = np.asarray(ttft.m_as("ms"), dtype=float)
+    tpot_ms = np.asarray(tpot.m_as("ms"), dtype=float)
+    if ttft_ms.shape != lens.shape or tpot_ms.shape != sizes.shape:
+        raise ValueError(f"ttft needs one time per prompt length ({lens.size}) and tpot one per batch "
+                         f"({sizes.size}); got {ttft_ms.shape} and {tpot_ms.shape}")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    grid = np.unique(np.geomspace(lens.min(), lens.max(), 60).round().astype(int))
+    costs = [prefill(m, dev, int(n), precision="fp32", allow_overflow=True) for n in grid]
+    peak, bandwidth = dev.peak_flops_for("fp32"), dev.memory_bandwidth_si
+    left.plot(grid, [c.time_si * 1e3 for c in costs], "-", color="black", label="roofline TTFT")
+    left.plot(grid, [c.flops_si / peak * 1e3 for c in costs], "--", color=_COLOURS["compute"],
+              label="compute roof (FLOPs / peak)")
+    left.plot(grid, [c.bytes_si / bandwidth * 1e3 for c in costs], "--", color=_COLOURS["memory"],
+              label="memory roof (bytes / bandwidth)")
+    left.plot(lens, ttft_ms, "o", color="black", label="your measured TTFT")
+    left.set(xscale="log", yscale="log", xlabel="prompt length (tokens)", ylabel="TTFT (ms)",
+             title=f"Prefill of {m.name} on {dev.name}")
+    left.legend(fontsize=8)
+    grid_b = np.unique(np.geomspace(sizes.min(), sizes.max(), 40).round().astype(int))
+    steps = [decode_step(m, dev, context_len, int(b), "fp32", allow_overflow=True) for b in grid_b]
+    right.plot(grid_b, [b / s.time_si for b, s in zip(grid_b, steps)], "-", color="black",
+               label=f"roofline (context {context_len})")
+    right.plot(sizes, sizes / (tpot_ms / 1e3), "o", color="black", label="your measured batch / TPOT")
+    right.set(xscale="log", yscale="log", xlabel="batch (sequences)", ylabel="decode output tokens/s",
+              title="Decode: output tokens per second")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -13,7 +13,8 @@ FLOPs and bytes are the library's count for the model's :class:`~rooflab.Model` 
 (:func:`rooflab.prefill`, :func:`rooflab.decode_step`), and the prediction beside each
 measurement is the library's ideal time on the same device record (a calibrated machine from
 :func:`rooflab.measure.calibrate`, or any catalogue device).  Each time is the best of a few
-repetitions (:func:`rooflab.measure.best_time`).
+repetitions (:func:`rooflab.measure.best_time`); every run is kept (``runs_si``), so the table shows the
+spread a busy machine adds.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 import pint
 
 from .hardware import Hardware, hardware as _hardware
-from .measure import PRECISION, best_time
+from .measure import PRECISION, timings
 from .models import Model
 from .serving import decode_step, prefill, request
 from .units import quantity
@@ -56,6 +57,7 @@ class Profile:
     work_si: np.ndarray  # FLOPs (prefill) or bytes (decode) the library counts for one measurement
     device: Hardware
     model: Model
+    runs_si: np.ndarray | None = None  # s: every timed run, one row per point (``measured_si`` is each row's best)
 
     @property
     def measured(self) -> pint.Quantity:
@@ -89,14 +91,29 @@ class Profile:
         """predicted / measured: 1 at the roofline, less when slower (dimensionless)."""
         return quantity(self.predicted_si / self.measured_si, "dimensionless")
 
+    @property
+    def median(self) -> pint.Quantity:
+        """The median of each point's timed runs, ms (the best where the runs were not kept)."""
+        runs = self.measured_si if self.runs_si is None else np.median(self.runs_si, axis=1)
+        return quantity(runs, "time").to("ms")
+
+    @property
+    def worst(self) -> pint.Quantity:
+        """The slowest of each point's timed runs, ms (the best where the runs were not kept)."""
+        runs = self.measured_si if self.runs_si is None else np.max(self.runs_si, axis=1)
+        return quantity(runs, "time").to("ms")
+
     def table(self) -> str:
-        """The profile as a text table: the swept value, measured and predicted ms, tokens/s, MFU or MBU."""
+        """The profile as a text table: the swept value, best, median and worst measured ms, the roofline's ms,
+        tokens/s and MFU or MBU (both from the best run)."""
         judge = "MFU" if self.phase == "prefill" else "MBU"
-        head = f"{self.swept:>10} {'measured ms':>12} {'roofline ms':>12} {'tokens/s':>10} {judge:>6}"
+        head = (f"{self.swept:>10} {'best ms':>9} {'median':>8} {'worst':>8} {'roofline ms':>12} {'tokens/s':>10} "
+                f"{judge:>6}")
         rows = [head]
+        median, worst = self.median.m_as("ms"), self.worst.m_as("ms")
         for i, point in enumerate(self.points):
-            rows.append(f"{point:>10} {self.measured_si[i] * 1e3:>12.2f} {self.predicted_si[i] * 1e3:>12.2f} "
-                        f"{self.tokens[i] / self.measured_si[i]:>10.0f} "
+            rows.append(f"{point:>10} {self.measured_si[i] * 1e3:>9.2f} {median[i]:>8.2f} {worst[i]:>8.2f} "
+                        f"{self.predicted_si[i] * 1e3:>12.2f} {self.tokens[i] / self.measured_si[i]:>10.0f} "
                         f"{self.work_si[i] / (self.measured_si[i] * self.roof_si):>6.2f}")
         return "\n".join(rows)
 
@@ -119,22 +136,23 @@ def ttft_profile(net, device: Hardware | str, prompt_lens, batch: int = 1, repea
                  seed: int = 0) -> Profile:
     """Time the prefill of ``batch`` prompts at each of ``prompt_lens`` (one output token: the TTFT).
 
-    Each point is the best of ``repeats`` runs after one warm-up; the prediction is
+    Each point is the best of ``repeats`` runs after one warm-up (all runs kept in ``runs_si``); the prediction is
     ``rooflab.prefill(model, device, n, batch, "fp32").time`` (ideal) and the work its FLOPs.
     """
     spec, dev = _net_model(net), _hardware(device)
     lens = _sweep(prompt_lens, "prompt_lens")
     b = lengths(batch, "batch")
     rng = np.random.default_rng(seed)
-    measured, predicted, work = [], [], []
+    runs, predicted, work = [], [], []
     for n in lens:
         tokens = rng.integers(0, spec.vocab, (b, int(n)))
-        measured.append(best_time(lambda: net.prefill(tokens, max_new_tokens=0), repeats).m_as("s"))
+        runs.append(timings(lambda: net.prefill(tokens, max_new_tokens=0), repeats).m_as("s"))
         cost = prefill(spec, dev, int(n), precision=PRECISION, batch=b, allow_overflow=True)
         predicted.append(cost.time_si)
         work.append(cost.flops_si)
-    return Profile("prefill", "prompt_len", lens, np.full(len(lens), b), b * lens, np.array(measured),
-                   np.array(predicted), np.array(work), dev, spec)
+    runs = np.array(runs)
+    return Profile("prefill", "prompt_len", lens, np.full(len(lens), b), b * lens, runs.min(axis=1),
+                   np.array(predicted), np.array(work), dev, spec, runs)
 
 
 def _decode_seconds(net, spec: Model, batch: int, prompt_len: int, steps: int, rng) -> float:
@@ -165,11 +183,12 @@ def decode_profile(net, device: Hardware | str, batches, prompt_len: int = DECOD
         raise ValueError(f"repeats must be a whole number of at least 1, got {repeats!r}")
     rng = np.random.default_rng(seed)
     contexts = np.arange(n, n + k)
-    measured, predicted, work = [], [], []
+    runs, predicted, work = [], [], []
     for b in sizes:
         _decode_seconds(net, spec, int(b), n, 2, rng)  # warm-up
-        measured.append(min(_decode_seconds(net, spec, int(b), n, k, rng) for _ in range(repeats)))
+        runs.append([_decode_seconds(net, spec, int(b), n, k, rng) for _ in range(repeats)])
         predicted.append(request(spec, dev, n, k + 1, precision=PRECISION, batch=int(b), allow_overflow=True).itl_si)
         work.append(float(np.mean(decode_step(spec, dev, contexts, int(b), PRECISION, allow_overflow=True).bytes_si)))
-    return Profile("decode", "batch", sizes, sizes.copy(), sizes.copy(), np.array(measured), np.array(predicted),
-                   np.array(work), dev, spec)
+    runs = np.array(runs)
+    return Profile("decode", "batch", sizes, sizes.copy(), sizes.copy(), runs.min(axis=1), np.array(predicted),
+                   np.array(work), dev, spec, runs)
