@@ -28,10 +28,26 @@ def _pins(lines):
     return {name: version for name, version in pins.items() if name not in ("pip", "setuptools", "wheel")}
 
 
+# Extras the lock leaves out on purpose: PyTorch is gigabytes (a CUDA build from PyPI) and nothing in the course
+# needs it; 08 uses it where a student has it installed and says so where not.
+NOT_IN_THE_LOCK = {"torch"}
+
+
 def _requirements():
-    """Every requirement pyproject.toml names: the library's and its extras'."""
+    """Every requirement pyproject.toml names: the library's and its extras' (those the lock installs)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return [Requirement(r) for r in project["dependencies"] + sum(project["optional-dependencies"].values(), [])]
+    extras = [r for name, rs in project["optional-dependencies"].items() if name not in NOT_IN_THE_LOCK for r in rs]
+    return [Requirement(r) for r in project["dependencies"] + extras]
+
+
+def test_extras_left_out_of_the_lock_are_really_optional():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lock = _pins((BINDER / "requirements.txt").read_text().splitlines())
+    for extra in NOT_IN_THE_LOCK:
+        names = {_name(Requirement(r).name) for r in project["optional-dependencies"][extra]}
+        assert names and not names & set(lock), names  # not installed by make or Binder
+        needed = {_name(Requirement(r).name) for r in project["dependencies"] + project["optional-dependencies"]["course"]}
+        assert not names & needed, names  # and neither the library nor the course asks for it
 
 
 def test_the_lock_pins_every_dependency_within_its_tested_range():
