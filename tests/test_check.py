@@ -89,6 +89,15 @@ def test_choice():
         check.choice(1, "prefill", options=options)
 
 
+def test_derive_yourself_names_the_function_it_switched_off():
+    # A student who called a blocked method must learn which call to replace with arithmetic.
+    with check.derive_yourself(rl.serving.prefill, rl.Model.weight_bytes):
+        with pytest.raises(RuntimeError, match=r"library function Model\.weight_bytes is switched off"):
+            rl.model("Llama-3-8B").weight_bytes("fp16")
+        with pytest.raises(RuntimeError, match=r"library function prefill is switched off"):
+            rl.prefill("Llama-3-8B", "H100", 10)
+
+
 def test_derive_yourself_blocks_library_calls_wherever_imported():
     from rooflab import prefill as imported_by_name
     with check.derive_yourself(rl.serving.prefill, rl.Model.weight_bytes):

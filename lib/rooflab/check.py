@@ -511,6 +511,9 @@ def _spelling(text: str) -> str:
     return " ".join(text.lower().replace("-", " ").replace("_", " ").split())
 
 
+_UNNAMED = "this library function"
+
+
 def _disabled(*args, **kwargs):
     # Runs with the *patched* function's globals, so it may use builtins only.
     raise RuntimeError(
@@ -518,6 +521,15 @@ def _disabled(*args, **kwargs):
         "The exercise asks you to derive the result from the formula yourself, "
         "so write the arithmetic instead of calling the library's answer."
     )
+
+
+def _disabled_code(target):
+    """The code of :func:`_disabled` with ``target``'s qualified name in its message (the message is a constant,
+    because the swapped code runs with the target's globals and cannot look anything up)."""
+    code = _disabled.__code__
+    name = f"the library function {target.__qualname__}"
+    consts = tuple(const.replace(_UNNAMED, name) if isinstance(const, str) else const for const in code.co_consts)
+    return code.replace(co_consts=consts)
 
 
 def library_answers() -> list:
@@ -545,7 +557,7 @@ def derive_yourself(*functions):
     originals = []
     for target in dict.fromkeys(targets):  # once each: a second swap would save the disabled code as the original
         originals.append((target, target.__code__))
-        target.__code__ = _disabled.__code__
+        target.__code__ = _disabled_code(target)
     try:
         yield
     finally:

@@ -3,7 +3,10 @@
 A later notebook imports what it builds on (``from rooflab.earlier import
 decode_step_time``) instead of retyping it.  These are the back-of-envelope
 versions of the exercises, not the library's careful counts: every weight is
-read once per pass, and all of them are stored in the one format asked for.
+read once per pass, and all of them, the output head's included, are stored in
+the one format asked for.  The library (and assignment 6's ``tp_step_time``)
+keeps the head in 16-bit at FP8, as shipped FP8 checkpoints do, so at FP8 its
+step comes out a little slower than :func:`step_time`; at 16-bit they agree.
 
 The docstrings of the functions a later assignment asks for (:data:`WRITTEN_IN`) do not give their formula:
 a student of that assignment reads this help.  Inside an exercise that asks for a derivation, the functions of that
@@ -100,7 +103,8 @@ def mean_context(prompt_len, output_len):
 
 def step_time(model, device, context_len, batch, precision="fp16"):
     """Roofline time in s of one decode step of ``batch`` sequences: body, attention and head each timed with
-    roofline_time, then added (assignment 5's Exercise 1)."""
+    roofline_time, then added (assignment 5's Exercise 1).  The body's bytes include ``batch x d_model`` values:
+    the one embedding-table row each sequence looks up for its new token."""
     value = BYTES_PER_VALUE[precision]
     kv = kv_bytes_per_token(model, precision).m_as("B")
     body, _ = roofline_time(Q_(batch * 2 * model.active_non_embedding_params, "FLOP"),
