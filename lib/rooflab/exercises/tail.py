@@ -110,7 +110,7 @@ def _stall(answers, case, ref, rl):
     step = ref.decode_step(name, device, _mean_context(prompt_len, output_len), batch, efficiency="typical")
     pre = ref.prefill(name, device, prompt_len, efficiency="typical")
     expected = step.time + pre.time
-    quantity(gap, expected, f"{call}[0] (the longest gap)", rel=0.01,
+    quantity(gap, expected, f"{call}[0] (the stalled gap: one step plus one prefill)", rel=0.01,
              mistakes={"the prefill alone, without the step it stalls": (pre.time / expected).m_as("")})
     number(share, min(1.0, batch / (output_len - 1)), f"{call}[1] (the share of steps stalled)", rel=0.001)
 
