@@ -385,7 +385,9 @@ def _compute_bound_phase(ref):
     return (f"The H100's ridge point is {ridge.m_as('FLOP/B'):.0f} FLOP/B. The prefill of a 2,000-token prompt of "
             f"Llama-3-8B does {yours:,.0f} FLOP per byte it reads by your count ({long.intensity.m_as('FLOP/B'):,.0f} "
             f"by the library's, which reads the embedding table one row per token), so it waits on the arithmetic; a "
-            f"decode step does {yours_step:.2f} ({step.intensity.m_as('FLOP/B'):.2f}), so it waits on memory. A prompt shorter "
+            f"decode step does {yours_step:.2f} ({step.intensity.m_as('FLOP/B'):.2f}): one token passes through each "
+            "weight it loads, about 1 FLOP per byte at FP16, far below any GPU's ridge point, so it waits on memory. "
+            f"A prompt shorter "
             f"than about {turn} tokens is memory-bound in the prefill too: its intensity is about one FLOP/B per "
             "token.")
 
