@@ -246,7 +246,9 @@ def _profiles(answers, case, ref, rl):
     prompt, steps = ref.profiles.DECODE_PROMPT, ref.profiles.DECODE_STEPS
     predicted = [ref.request(tiny, machine, prompt, steps + 1, batch=int(b), precision=FP32).itl_si for b in batches]
     _not_beyond_roofline(seconds, predicted, [f"batch {b}" for b in batches], "tpot", margin)
-    _agrees(seconds, batches, 0, "tpot", f"batch {batches[0]}", ref, machine, "decode")
+    # the largest batch: a step's time divided by the batch leaves batch 1 alone, and under load the roofline check
+    # above may not catch it (the measured step can be many times the roofline's); the re-timing does, 16x off
+    _agrees(seconds, batches, -1, "tpot", f"batch {batches[-1]}", ref, machine, "decode")
 
 
 PREFILL_GAIN = {"about 4x": ("4x", "about 4", "4", "4 x"),
