@@ -293,7 +293,9 @@ def _decode_batching(ref):
     gain = (many.output_throughput / one.output_throughput).m_as("")
     crossing = ref.decode_compute_bound_batch(tiny, machine, precision=FP32)
     ridge = machine.ridge_point(FP32).m_as("FLOP/B")
-    return (f"At batch 1 a decode step reads all 130 MB of weights for one token; at batch 16 the same read serves "
+    streamed = ref.decode_step(tiny, machine, prompt, 1, FP32).bytes.m_as("MB")
+    return (f"At batch 1 a decode step reads about {streamed:.0f} MB for one token (every weight but the embedding "
+            f"table, of which it reads one row per token); at batch 16 the same read serves "
             f"16 tokens. On {named} the roofline gives {one.itl.m_as('ms'):.2f} ms a step at batch 1 and "
             f"{many.itl.m_as('ms'):.2f} ms at batch 16: {gain:.1f}x the tokens per second"
             + (f", not 16x, because a CPU's ridge point is low ({ridge:.1f} FLOP/B) and from batch {crossing:.0f} on "
