@@ -1,6 +1,7 @@
 """The calibrated device: a record like a catalogue GPU's, built from what was measured."""
 
 import math
+import re
 
 import pytest
 
@@ -71,6 +72,11 @@ def test_timings_keeps_every_run_and_spread_summarises_them():
 def test_calibrate_notes_the_slowest_run_too():
     dev = measure.calibrate(size=256, stream_bytes=4 * 2**20, repeats=2)
     assert "slowest run" in dev.notes and "best of 2" in dev.notes
+    # both runs as a time and as a rate, with units: the slowest takes at least as long and runs no faster
+    best = re.search(r"best of 2 ([0-9.]+) ms, ([0-9.]+) GFLOP/s", dev.notes)
+    slowest = re.search(r"slowest run ([0-9.]+) ms, ([0-9.]+) GFLOP/s", dev.notes)
+    assert best and slowest, dev.notes
+    assert float(slowest[1]) >= float(best[1]) and float(slowest[2]) <= float(best[2])
 
 
 def test_a_calibration_on_one_blas_thread_reads_the_cpu_clock():

@@ -217,8 +217,9 @@ def calibrate(size: int = 1536, stream_bytes: int | None = None, repeats: int = 
     peak = 2 size^3 / (fastest size x size float32 matmul), FLOP/s; bandwidth = the larger of
     2 x bytes / (fastest copy) and bytes / (fastest matrix-vector read) over ``stream_bytes`` (default:
     4 x the last-level cache, at least 128 MiB and at most 512 MiB; the copy streams half of it each way; best of
-    at least 5), B/s.  Timed by the thread's CPU clock when BLAS runs on one thread (``use_threads(1)``), so a
-    machine shared with other programs calibrates to nearly its idle roofs; by the wall clock otherwise.  Takes
+    at least 5), B/s.  Timed by the thread's CPU clock when BLAS runs on one thread (``use_threads(1)``), so time
+    spent waiting for the core while other programs run is left out (their contention for the caches and the
+    memory bus is not: a busy machine still calibrates somewhat lower); by the wall clock otherwise.  Takes
     under a second on an idle laptop.
     ``notes`` says what was measured and how.
     """
@@ -232,12 +233,13 @@ def calibrate(size: int = 1536, stream_bytes: int | None = None, repeats: int = 
         raise ValueError(f"stream_bytes must be a whole number of bytes, at least 1 MiB, got {stream_bytes!r}")
     clock, clock_name = _calibration_clock()
     flops, matmul_runs = _matmul_rate(size, repeats, clock)
-    matmul_s, slowest = float(np.min(matmul_runs)), 2.0 * size**3 / float(np.max(matmul_runs))
+    matmul_s, slowest_s = float(np.min(matmul_runs)), float(np.max(matmul_runs))
     copy, read = _stream_rates(stream_bytes, max(repeats, 5), clock)  # a stream takes milliseconds: more tries are cheap
     bandwidth = max(copy, read)
     threads = blas_threads()
     notes = (f"float32 matmul {size}x{size}x{size}: best of {repeats} {matmul_s * 1e3:.1f} ms, "
-             f"{flops / 1e9:.1f} GFLOP/s (its slowest run {slowest / 1e9:.1f}); "
+             f"{flops / 1e9:.1f} GFLOP/s (its slowest run {slowest_s * 1e3:.1f} ms, "
+             f"{2.0 * size**3 / slowest_s / 1e9:.1f} GFLOP/s); "
              f"stream over {stream_bytes / 2**20:.0f} MiB "
              f"(last-level cache {cache / 2**20:.0f} MiB, best of {max(repeats, 5)}): "
              f"copy {copy / 1e9:.1f} GB/s (read + write counted), "

@@ -7,7 +7,8 @@ measurements (Exercise 3 and the utilisation of one's own profiles) differ from 
 checked only for what holds on every machine: positive times, one per point, TTFT growing with the prompt,
 batched decode making more tokens per second than batch 1, nothing faster than the calibrated roofline beyond
 :data:`rooflab.profiles.MARGIN`, MFU and MBU between 0 and 1 (up to that margin), and one point of each profile
-within :data:`AGREE` of the same point timed again by the checker in the same run: never an absolute time.
+within :data:`AGREE` of the same point timed again by the checker in the same run (the best of :data:`RETIME` runs,
+timed again before a failure, since load only slows a run): never an absolute time.
 
 Each visible case is chosen for the mistakes it catches (noted beside it); ``tests/test_exercises.py`` feeds every
 listed mistake to prove it fails.  Hidden cases live in the instructor's hidden test cells, never here.
@@ -30,9 +31,12 @@ FP32 = "fp32"
 LAPTOP = ("laptop", 100.0, 20.0)
 TINY = "rooflab-tiny"
 #: A student's measured point against the same point timed again by the checker, in the same run, on the same
-#: machine: within this factor either way.  Wide enough for a busy machine (both are a best of a few runs taken
-#: seconds apart), narrow enough that times typed in from another machine or another day rarely pass.
+#: machine: within this factor either way.  Wide enough for a busy machine (both are a best of several runs taken
+#: seconds apart, and the checker times again before failing), narrow enough that times typed in from another machine or another day rarely pass.
 AGREE = 3.0
+#: Runs in each of the checker's re-timings of a point (their best is kept): more than the student's few, so that
+#: its best is the less disturbed of the two on a loaded machine.
+RETIME = 5
 _RETIMED: dict = {}  # the checker's own re-timings, kept for the kernel's life (the hidden cell reuses them)
 
 
@@ -166,26 +170,43 @@ def _calibrated(ref, peak, bandwidth):
                               name="the calibrated machine")
 
 
-def _retimed(ref, machine, phase: str, point: int) -> float:
-    """The checker's own time of one point of a profile, s: the course's model (seed 0), timed again now."""
+def _retimed(ref, machine, phase: str, point: int, again: bool = False) -> float:
+    """The checker's own time of one point of a profile, s: the course's model (seed 0), the best of RETIME runs.
+
+    Kept for the kernel's life (the hidden cell reuses it); with ``again`` the point is timed RETIME more times and
+    the best of all the runs so far is kept.  Load on the machine only ever makes a run slower, so more runs bring
+    the best down towards the unloaded time and never up: re-timing again cannot make a typed-in time pass.
+    """
     key = (phase, int(point))
-    if key not in _RETIMED:
+    if key not in _RETIMED or again:
         tt = ref.tiny_transformer
         net = _RETIMED.setdefault("net", tt.TinyTransformer(tt.TINY, seed=0))
         if phase == "prefill":
             tokens = np.zeros((1, int(point)), dtype=int)
             prefill = lambda: net.prefill(tokens, max_new_tokens=0)  # noqa: E731
-            _RETIMED[key] = ref.measure.best_time(prefill, repeats=2).m_as("s")
-        else:
-            _RETIMED[key] = float(ref.profiles.decode_profile(net, machine, [int(point)], repeats=1).measured_si[0])
+            best = ref.measure.best_time(prefill, repeats=RETIME).m_as("s")
+        else:  # the notebook's own step: a prompt of DECODE_PROMPT tokens, then DECODE_STEPS steps
+            best = float(ref.profiles.decode_profile(net, machine, [int(point)], repeats=RETIME).measured_si[0])
+        _RETIMED[key] = min(best, _RETIMED.get(key, math.inf))
     return _RETIMED[key]
 
 
 def _agrees(seconds, points, index: int, what: str, label: str, ref, machine, phase: str) -> None:
-    """One point of the student's profile against the checker's own timing of it, within AGREE."""
+    """One point of the student's profile against the checker's own timing of it, within AGREE.
+
+    Both are bests of several runs (the student's of a few, the checker's of RETIME), so a burst of load on the
+    machine slows only some runs of each.  Outside AGREE the checker times the point RETIME times more (twice at
+    most) before it fails: that can only lower its best (see :func:`_retimed`), so a checker slowed by load at the
+    moment of the check does not fail an honest profile, and a time typed in from a slower machine still lies more
+    than AGREE above the best this machine manages.  The band itself is never widened; no absolute time is asserted.
+    """
     __tracebackhide__ = True
-    again = _retimed(ref, machine, phase, points[index])
     got = seconds[index]
+    again = _retimed(ref, machine, phase, points[index])
+    for _ in range(2):
+        if again / AGREE <= got <= again * AGREE:
+            return
+        again = _retimed(ref, machine, phase, points[index], again=True)
     if not again / AGREE <= got <= again * AGREE:
         _fail(f"{what} at {label}: {got * 1e3:.4g} ms, while the same measurement taken again now on this machine "
               f"gives {again * 1e3:.4g} ms ({got / again:.2g}x). A measurement must agree with itself within "
@@ -225,7 +246,9 @@ def _profiles(answers, case, ref, rl):
     prompt, steps = ref.profiles.DECODE_PROMPT, ref.profiles.DECODE_STEPS
     predicted = [ref.request(tiny, machine, prompt, steps + 1, batch=int(b), precision=FP32).itl_si for b in batches]
     _not_beyond_roofline(seconds, predicted, [f"batch {b}" for b in batches], "tpot", margin)
-    _agrees(seconds, batches, 0, "tpot", f"batch {batches[0]}", ref, machine, "decode")
+    # the largest batch: a step's time divided by the batch leaves batch 1 alone, and under load the roofline check
+    # above may not catch it (the measured step can be many times the roofline's); the re-timing does, 16x off
+    _agrees(seconds, batches, -1, "tpot", f"batch {batches[-1]}", ref, machine, "decode")
 
 
 PREFILL_GAIN = {"about 4x": ("4x", "about 4", "4", "4 x"),
@@ -270,7 +293,9 @@ def _decode_batching(ref):
     gain = (many.output_throughput / one.output_throughput).m_as("")
     crossing = ref.decode_compute_bound_batch(tiny, machine, precision=FP32)
     ridge = machine.ridge_point(FP32).m_as("FLOP/B")
-    return (f"At batch 1 a decode step reads all 130 MB of weights for one token; at batch 16 the same read serves "
+    streamed = ref.decode_step(tiny, machine, prompt, 1, FP32).bytes.m_as("MB")
+    return (f"At batch 1 a decode step reads about {streamed:.0f} MB for one token (every weight but the embedding "
+            f"table, of which it reads one row per token); at batch 16 the same read serves "
             f"16 tokens. On {named} the roofline gives {one.itl.m_as('ms'):.2f} ms a step at batch 1 and "
             f"{many.itl.m_as('ms'):.2f} ms at batch 16: {gain:.1f}x the tokens per second"
             + (f", not 16x, because a CPU's ridge point is low ({ridge:.1f} FLOP/B) and from batch {crossing:.0f} on "
