@@ -35,10 +35,10 @@ from pathlib import Path
 LIBRARY = Path(__file__).resolve().parents[2] / "lib"
 PACKAGE = "rooflab"
 # Modules whose functions serve only the notebooks' figures, explorers and reveals (no answer cell of the course
-# calls them), and the tools of later notebooks (06's simulator, 07's measurements), which no earlier answer
-# calls: what they call is not needed by an answer, and they may fail at grading.
+# calls them), and the tools of later notebooks (07's simulator, 08's measurements and its gap to the roofline),
+# which no earlier answer calls: what they call is not needed by an answer, and they may fail at grading.
 DISPLAY = ("plots", "widgets", "calibration", "simulate", "measure", "profiles", "tiny_transformer",
-           "torch_profiles")
+           "torch_profiles", "gap")
 # The checker's reference copy: never in the sandbox.
 CHECKER_REMOVED = ("check.reference",)
 
