@@ -359,7 +359,7 @@ def test_checker_names_the_mistakes(graded):
     assert ("test_decode_bytes_hidden", "forgot K and V (or the 2 bytes of an fp16 value)") in rows["frances", A].mistakes
     assert ("test_kv_per_token_visible", "forgot K and V (or the 2 bytes of an fp16 value)") in rows["frances", B].mistakes
     assert ("test_step_visible", "milliseconds for seconds") in rows["dmitri", E].mistakes
-    assert ("test_tp_hidden", "GB for GiB") in rows["edsger", E].mistakes
+    assert ("test_tp_hidden", "GB for GiB") in rows["edsger", H].mistakes  # tp_step_time moved to 06_cost
     assert ("test_wait_visible", "milliseconds for seconds") in rows["dmitri", F].mistakes
     assert ("test_profiles_visible", "seconds written as milliseconds") in rows["dmitri", G].mistakes
 
