@@ -95,9 +95,29 @@ def _definitions(tree: ast.Module, module: str) -> dict[str, ast.AST]:
     return found
 
 
-def _names_used(node: ast.AST) -> set[str]:
-    return ({n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-            | {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)})
+def _module_aliases(tree: ast.Module) -> set[str]:
+    """Names a module binds to modules (``import numpy as np``, ``from . import serving``), anywhere in it."""
+    package_modules = {m.split(".")[-1] for m in _modules()}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.update(a.asname or a.name for a in node.names if a.name in package_modules)
+    return found
+
+
+def _names_used(node: ast.AST, modules: set[str]) -> tuple[set[str], set[str]]:
+    """(names that may reach a module's function or class, names that may reach a method).
+
+    A module's function is reached by its bare name or as an attribute of a
+    module (``serving.prefill``); ``state.prefill`` on an object is a field or
+    a method, never it.  A method is reached as an attribute of anything.
+    """
+    attributes = [n for n in ast.walk(node) if isinstance(n, ast.Attribute)]
+    functions = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    functions |= {a.attr for a in attributes if isinstance(a.value, ast.Name) and a.value.id in modules}
+    return functions, functions | {a.attr for a in attributes}
 
 
 def invited(notebook: dict) -> set[str]:
@@ -148,13 +168,16 @@ def plan(assignment: str, library: Path = LIBRARY, notebook: dict | None = None)
     trees = {m: ast.parse(p.read_text(encoding="utf-8")) for m, p in _modules(library).items()
              if not m.startswith("exercises.")}
     definitions: dict[str, ast.AST] = {}
+    aliases: dict[str, set[str]] = {}
     for module, tree in trees.items():
         definitions.update(_definitions(tree, module))
+        aliases[module] = _module_aliases(tree)
     candidates = {c for c in _candidates(assignment) if c in definitions}
     kept: dict[str, str] = {c: "the course's answers" for c in candidates if c.rpartition(".")[2] in answers_use}
     while True:
         removed = candidates - set(kept)
-        used: dict[str, str] = {}
+        used_as_function: dict[str, str] = {}
+        used_as_method: dict[str, str] = {}
         for dotted, node in definitions.items():
             if dotted in removed or dotted.split(".")[0] in DISPLAY:
                 continue
@@ -162,9 +185,17 @@ def plan(assignment: str, library: Path = LIBRARY, notebook: dict | None = None)
                 continue  # its methods are looked at one by one
             if any(dotted.startswith(r + ".") for r in removed):
                 continue  # a method of a removed class
-            for name in _names_used(node):
-                used.setdefault(name, dotted)
-        newly = {c: used[c.rpartition(".")[2]] for c in removed if c.rpartition(".")[2] in used}
+            functions, methods = _names_used(node, aliases[dotted.split(".")[0]])
+            for name in functions:
+                used_as_function.setdefault(name, dotted)
+            for name in methods:
+                used_as_method.setdefault(name, dotted)
+        newly = {}
+        for c in removed:
+            # "serving.prefill" is a module's function; "models.Model.weight_bytes" a method
+            used = used_as_method if c.count(".") >= 2 else used_as_function
+            if c.rpartition(".")[2] in used:
+                newly[c] = used[c.rpartition(".")[2]]
         newly = {c: by for c, by in newly.items() if by != c}
         if not newly:
             break
