@@ -42,3 +42,30 @@ def test_a_slip_is_charged_once(cascade):
     assert row.cells["test_kv_per_token_visible"][0] == 0 and row.cells["test_kv_per_token_hidden"][0] == 0
     assert any("passes with the course's kv_bytes_per_token" in f for f in row.flags), row.flags
     assert "fix kv_bytes_per_token first" in feedback
+
+
+def test_course_cells_that_fail_only_for_the_library_copy_say_so_in_the_feedback(cascade):
+    """02's reveal cells record predictions with the checker, whose reveals the copy leaves out: a note, not an
+    ImportError the student would read as theirs."""
+    _, autograded = cascade
+    assert "Not run at grading: the grader's copy of the library leaves out `exercises`" in autograded
+    assert "cannot import name 'exercises'" not in autograded
+
+
+def test_only_errors_caused_by_the_copy_are_explained():
+    from course.grading.autograde import _explained
+
+    def error(ename, evalue):
+        return {"output_type": "error", "ename": ename, "evalue": evalue, "traceback": []}
+
+    for caused in (error("ImportError", "cannot import name 'exercises' from 'rooflab' (/lib/rooflab/__init__.py)"),
+                   error("AttributeError", "module 'rooflab' has no attribute 'prefill'"),
+                   error("AttributeError", "'Model' object has no attribute 'weight_bytes'"),
+                   error("NameError", "name 'steady_state' is not defined")):
+        assert _explained(caused)["output_type"] == "stream", caused
+    # The student's own errors stay: a typo, a name the library never had, an error of their code.
+    for own in (error("AttributeError", "module 'rooflab' has no attribute 'prefil'"),
+                error("NameError", "name 'ttft' is not defined"),
+                error("ZeroDivisionError", "division by zero")):
+        assert _explained(own) == own
+    assert _explained({"output_type": "stream", "name": "stdout", "text": "x"})["text"] == "x"

@@ -19,6 +19,7 @@ cells' outputs afterwards; in between, this step
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from nbgrader.preprocessors import NbGraderPreprocessor
@@ -48,6 +49,37 @@ def for_the_sandbox(notebook: dict) -> dict:
     return dict(notebook, cells=cells)
 
 
+# What a cell's error says when the sandbox's library copy lacks a name (a course cell showing a library answer, a
+# prediction recorded with the checker, whose reveals live in the removed exercise modules).
+_MISSING = [re.compile(p) for p in (r"cannot import name '(\w+)' from 'rooflab", r"module 'rooflab[\w.]*' has no attribute '(\w+)'",
+                                     r"object has no attribute '(\w+)'", r"name '(\w+)' is not defined")]
+# Only these names count: a student's own typo (rl.prefil) keeps its error.
+_LEFT_OUT = source_rules.LIBRARY_ANSWERS | {"exercises", "reference"}
+
+
+def _explained(output: dict) -> dict:
+    """An error output caused by the grader's copy of the library, replaced by a note that says so; others as they are.
+
+    Cells that show the library's own answers, or record a prediction, fail at
+    grading because the copy leaves the answers and the checker's reveals out
+    (:mod:`course.grading.library_copy`).  The student and the instructor read
+    the autograded notebook (the feedback page, formgrader): a traceback the
+    student did not cause would read as their error.
+    """
+    if output.get("output_type") != "error":
+        return output
+    message = f"{output.get('ename', '')}: {output.get('evalue', '')}"
+    for pattern in _MISSING:
+        found = pattern.search(message)
+        if found and found.group(1) in _LEFT_OUT:
+            name = found.group(1)
+            return {"output_type": "stream", "name": "stdout",
+                    "text": f"(Not run at grading: the grader's copy of the library leaves out `{name}`, as it leaves "
+                            "out every answer students derive and the checker's reveals. This cell's output is in "
+                            "your own notebook; it is not part of the grade.)\n"}
+    return output
+
+
 def grade_notebook(notebook: dict, kind: str, limits: SandboxLimits, hide: list[Path] = (),
                    release: dict | None = None, library: Path | None = None) -> tuple[dict, dict]:
     """Run ``notebook`` (after nbgrader restored its tests) and grade it; return (notebook with outputs, record).
@@ -71,7 +103,8 @@ def grade_notebook(notebook: dict, kind: str, limits: SandboxLimits, hide: list[
         if executed is not None:
             for cell, ran in zip(cells, executed["cells"]):
                 if cell.get("cell_type") == "code":
-                    cell["outputs"] = ran.get("outputs", []) if isinstance(ran.get("outputs"), list) else []
+                    outputs = ran.get("outputs", []) if isinstance(ran.get("outputs"), list) else []
+                    cell["outputs"] = outputs if is_test(cell) else [_explained(o) for o in outputs]
                     count = ran.get("execution_count")
                     cell["execution_count"] = count if isinstance(count, int) else None
         for lost in sandbox.lost:
