@@ -16,7 +16,8 @@ import numpy as np
 import rooflab as rl
 from rooflab import Q_
 from rooflab.check import PRECISION_NOT_PASSED, QUANTITY_FOR_NUMBER
-from rooflab.exercises.two_phases import FP16_PEAK, MEMORY_AT_FP16, OUTPUT_STEPS, REQUEST_AT_FP16, TIE, TOTAL_FOR_ACTIVE
+from rooflab.exercises.two_phases import (FP16_PEAK, MEMORY_AT_FP16, NO_EMBEDDING, OUTPUT_STEPS, REQUEST_AT_FP16, TIE,
+                                         TOTAL_FOR_ACTIVE)
 
 def _scaled(function, factor):
     return lambda *args, **kwargs: function(*args, **kwargs) * factor
@@ -295,7 +296,8 @@ HINTS = {
         "logits for every prompt token": "the logits term multiplied by prompt_len",
         "the prompt's tokens counted from 0 (n - 1 through the weights)": "off by one in prompt_len",
     },
-    "weight_bytes": {"the format ignored (2 bytes a value whatever is asked)": "2 bytes a value whatever the format"},
+    "weight_bytes": {"the format ignored (2 bytes a value whatever is asked)": "2 bytes a value whatever the format",
+                     "the embedding table and output head left out": NO_EMBEDDING},
     "decode_bytes": {
         "weights from a weight_bytes in GiB labelled GB": "GB for GiB in the weights term",
         "bits for bytes in the KV cache": "bits for bytes",

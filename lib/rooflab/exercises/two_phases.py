@@ -29,6 +29,7 @@ FP16_PEAK = "the fp16 peak for another format"
 MEMORY_AT_FP16 = f"{PRECISION_NOT_PASSED} to the memory check"
 REQUEST_AT_FP16 = f"{PRECISION_NOT_PASSED} to rl.request"
 OUTPUT_STEPS = "off by one in output_len - 1"
+NO_EMBEDDING = "the embedding table and output head left out (non_embedding_params counts neither)"
 UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}
 TIE_HINT = ("The two are exactly equal here, and the rule for a tie is stated: at or above (>=), compute binds.")
 
@@ -86,8 +87,11 @@ def _weight_bytes(answers, case, ref, rl):
     mistakes = {"parameters for bytes": per_value} if per_value != 1 else {}
     if per_value != 2:  # checked before the generic factor of 2, which would blame K and V
         mistakes["2 bytes a value whatever the format"] = 2 / per_value
+    # The likeliest slip of all (novices reach for non_embedding_params): named, not "matches no slip".
+    body_only = ref.Q_(ref.model(name).non_embedding_params * per_value, "B")
     quantity(weight_bytes(rl.model(name), precision), every_weight, f"weight_bytes({name}, {precision!r})",
-             rel=EXACT, accept=(as_shipped,), mistakes=mistakes, precision=precision)
+             rel=EXACT, accept=(as_shipped,), mistakes=mistakes, precision=precision,
+             also_wrong={NO_EMBEDDING: body_only})
 
 
 @exercise("decode_bytes", A, derive=True, visible=[
