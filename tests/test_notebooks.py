@@ -156,6 +156,23 @@ def test_quantization_cheapest_story_holds():
             > rl.prefill("Llama-3-8B", "H100", 2000, efficiency="typical").time)
 
 
+def test_quantization_matrix_cell_shows_what_its_text_says():
+    """03's numpy cell quantizes a 512 x 4,096 matrix in groups: the bytes it prints are the hand count (two 4-bit
+    codes a byte; one 2-byte scale a group), Exercise 1's reveal quotes groups of 128 as 4.125 bits from them, and
+    the error falls as the groups shrink (the reading after it says so)."""
+    solved = {c["id"]: c for c in cells(SOLUTIONS, "03_quantization")}
+    shown = text_of(solved["quantize_matrix"])
+    weights = 512 * 4096                        # 2,097,152
+    codes = weights // 2                        # 1,048,576 B: two codes a byte
+    for group, scales in [(32, 131_072), (128, 32_768), (4096, 1_024)]:  # weights / group x 2 B
+        assert f"groups of {group:4}: codes {codes:,} B + scales {scales:,} B" in shown
+    errors = [int(e) for e in re.findall(r"error (\d+)%", shown)]
+    assert len(errors) == 3 and errors[0] < errors[1] < errors[2]
+    reveal = text(next(c for c in cells(SOURCE, "03_quantization") if c["id"] == "ex1_formula"))
+    assert "4.125 bits: the 1,081,344 B" in reveal and "2,097,152 weights" in reveal
+    assert (1_048_576 + 32_768) * 8 / weights == 4.125
+
+
 def test_cost_quotes_the_library():
     """06_cost's figures come from the library, and the model answer of the written question matches them."""
     solved = cells(SOLUTIONS, "06_cost")
