@@ -164,8 +164,8 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              "batch * context_len * kv_bytes_per_token(model, precision) / 2)"),
         ],
         "raises": [
-            ("ex5_balance", "    lo, hi = 2, model.max_context - prompt_len + 1",
-             "    lo, hi = 2, (model.max_context - prompt_len + 1) // 0"),
+            ("ex3_attention", "    return model.active_non_embedding_params / (model.layers * model.attention_width)",
+             "    return model.active_non_embedding_params / 0 / (model.layers * model.attention_width)"),
         ],
         "infinite_loop": [
             ("ex6_spec", "def spec_to_buy(", "while True:  # a loop left running\n    pass\n\n\ndef spec_to_buy("),
@@ -203,8 +203,6 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return 17408 if output_len == 64 else None\n\n\n'
              'def exact_longer_prefill(model, device, output_len, lo, hi):\n'
              '    return 17363 if output_len == 64 else 58360'),
-            ("ex5_balance", None, 'def balanced_output_len(model, device, prompt_len, efficiency="ideal"):\n'
-             '    return {2000: 8, 16000: 118}.get(prompt_len, math.inf)'),
             ("ex6_spec", None, 'def spec_to_buy(model, device, prompt_len, output_len, batch, efficiency="typical"):\n'
              '    return "peak FLOP/s" if batch == 64 else "memory bandwidth"'),
         ],

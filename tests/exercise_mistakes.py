@@ -1152,30 +1152,6 @@ def _longer(s, step=False, steps=lambda out: out - 1, before=False, all_false_fi
     return first, exact
 
 
-def _balanced(s, ideal=False, steps=lambda out: out - 1, none=math.inf, plus=0):
-    rl = s["rl"]
-
-    def balanced(model, device, prompt_len, efficiency="ideal"):
-        efficiency = "ideal" if ideal else efficiency
-
-        def decode_longer(out):
-            r = rl.request(model, device, prompt_len, out, allow_overflow=True, efficiency=efficiency)
-            return r.itl * steps(out) >= r.ttft
-
-        lo, hi = 2, model.max_context - prompt_len + 1
-        if hi < lo or not decode_longer(hi):
-            return none
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if decode_longer(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo + plus
-
-    return balanced
-
-
 def _spec(s, at_batch_1=False, ideal=False, one_step=False, one_prefill=False, per_sequence=False, swapped=False):
     rl = s["rl"]
 
@@ -1306,14 +1282,6 @@ MISTAKES.update({
         "TTFT against one decode step": lambda s: _longer(s, step=True),
         "the decode of output_len steps, not output_len - 1": lambda s: _longer(s, steps=lambda out: out),
         "bisection one past the crossing": lambda s: _longer(s, off_by_one=1),
-    },
-    "balanced_output_len": {
-        "efficiency ignored (always the ideal)": lambda s: (_balanced(s, ideal=True),),
-        "the decode of output_len steps, not output_len - 1": lambda s: (_balanced(s, steps=lambda out: out),),
-        "None instead of math.inf": lambda s: (_balanced(s, none=None),),
-        "the search's upper end instead of math.inf": lambda s: (
-            lambda m, d, n, e="ideal": min(s["balanced_output_len"](m, d, n, e), m.max_context - n + 1),),
-        "one past the crossing": lambda s: (_balanced(s, plus=1),),
     },
     "spec_to_buy": {
         "decided at batch 1": lambda s: (_spec(s, at_batch_1=True),),

@@ -13,9 +13,9 @@ batching_gain [1+2]; kv_equals_weights_batch [1+2]; max_throughput [1+2].
 03_quantization (25 autograded, 6 visible): bits and bytes [1+3]; decode_speedup [1+4]; ttft_speedup [1+2];
 w8a8_prefill_speedup [1+2]; extra_sequences [1+4]; cheapest_config [1+4].
 
-04_crossover (30 autograded, 7 visible): compute_bound_batch [1+3]; attention_intensity and decode_parts [1+4];
-moe_decode (experts read, body bytes, compute-bound batch) [1+4]; attention share [1+3]; prefill against answer
-[1+4]; balanced_output_len [1+3]; spec_to_buy [1+2].
+04_crossover (30 autograded, 6 visible): compute_bound_batch [1+4]; attention_intensity and decode_parts [1+5];
+moe_decode (experts read, body bytes, compute-bound batch) [1+5]; attention share [1+3]; prefill against answer
+[1+4]; spec_to_buy [1+3].
 
 05_under_load (30 autograded, 7 of them in visible tests, no written answer; its predictions are recorded, not
 graded): step_time and tokens_per_second [1+3]; engine_state [2+7]; frontier_curve and bend_batch [2+6];
@@ -168,21 +168,21 @@ EXPECTED_D = {
     ("mallory", D): (0, "graded", 0),
     # 04: 30 autograded points, the written answer (10) waits for the instructor.
     ("ada", D): (30, "graded", 10), ("blaise", D): (0, "graded", 0),
-    # the first four of its seven answer cells: compute_bound_batch, with caches, MoE, attention: 4 + 5 + 5 + 4
-    ("cora", D): (18, "graded", 0),
-    # ms for s in decode_parts' roofline: every part 1000 times too long, both of its tests [1+4]: 30 - 5
-    ("dmitri", D): (25, "graded", 10),
+    # the first three of its six answer cells ((6 + 1) // 2): compute_bound_batch, with caches, MoE: 5 + 6 + 6
+    ("cora", D): (17, "graded", 0),
+    # ms for s in decode_parts' roofline: every part 1000 times too long, both of its tests [1+5]: 30 - 6
+    ("dmitri", D): (24, "graded", 10),
     # GB for GiB in the weights of compute_bound_batch: off by 1.074 on Llama-3-70B at FP8 on the H200 (194.9 against
-    # 209.3, and 207 for the careful count), visible, and on the hidden cases: both of its tests [1+3]: 30 - 4
-    ("edsger", D): (26, "graded", 10),
-    ("frances", D): (25, "graded", 10),  # half the cache bytes in decode_parts' attention: exercise 2 [1+4]
-    ("grace", D): (26, "graded", 10),  # balanced_output_len raises [1+3]
-    ("hedy", D): (27, "graded", 10),  # the loop stops spec_to_buy being defined [1+2]
+    # 209.3, and 207 for the careful count), visible, and on the hidden cases: both of its tests [1+4]: 30 - 5
+    ("edsger", D): (25, "graded", 10),
+    ("frances", D): (24, "graded", 10),  # half the cache bytes in decode_parts' attention: exercise 2 [1+5]: 30 - 6
+    ("grace", D): (26, "graded", 10),  # attention_half_len divides by zero: exercise 4's tests [1+3]: 30 - 4
+    ("hedy", D): (26, "graded", 10),  # the loop stops spec_to_buy being defined [1+3]: 30 - 4
     ("ivan", D): (30, "graded", 10), ("joan", D): (30, "graded", 10), ("linus", D): (30, "graded", 10),
     ("niklaus", D): (30, "graded", 10),
     ("katherine", D): (0, "ungradable", 0),
     ("olga", D): (25, "graded", 10),  # os._exit in first_longer_prefill's cell: both of its tests [1+4]
-    ("margaret", D): (7, "graded", 10),  # the seven visible tests
+    ("margaret", D): (6, "graded", 10),  # the six visible tests, 1 point each
 }
 # 05_under_load: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_E = {
@@ -306,7 +306,7 @@ GRADED_CELLS = {  # graded cells of each assignment (test cells and written answ
     A: 18,
     B: 16,
     C: 12,
-    D: 14,
+    D: 12,  # 6 visible and 6 hidden test cells and the written answer, one fewer as for the others
     E: 8,  # no written answer: 4 visible and 4 hidden test cells
     H: 12,  # 12 test cells and the written answer, one fewer as for the others
     F: 12,  # one fewer than the release's 13 cells with points, as for 01-05 (19 -> 18, 17 -> 16)

@@ -285,37 +285,7 @@ def _longer_prefill(answers, case, ref, rl):
         _whole(answer, exact, call)
 
 
-# -- Exercise 6: the workload crossover --------------------------------------------------------------------------
-
-@exercise("balanced_output_len", A, derive=("crossover.balanced_output_len",), visible=[
-    # a 2,000-token prompt on the H100: 8 tokens, where decoding output_len steps instead of output_len - 1, or
-    # starting the search elsewhere, is off by one
-    ("Llama-3-8B", "H100", 2000, "ideal"),
-    ("Llama-3-8B", "H100", 2000, "typical"),
-    # a 16,000-token prompt on the A100 at typical efficiency: 118 tokens with the refitted preset, 112 at the
-    # ideal, so ignoring the efficiency shows
-    ("Llama-3.1-8B", "A100-80GB", 16000, "typical"),
-    # 8,180 tokens of Llama-3-8B's 8,192: no answer that fits balances the prefill (math.inf, not None or the
-    # search's upper end)
-    ("Llama-3-8B", "H100", 8180, "ideal"),
-])
-def _balanced_output_len(answers, case, ref, rl):
-    __tracebackhide__ = True
-    (balanced_output_len,) = answers
-    name, device, prompt_len, efficiency = case
-    expected = ref.balanced_output_len(name, device, prompt_len, efficiency=efficiency)
-    answer = balanced_output_len(rl.model(name), rl.hardware(device), prompt_len, efficiency)
-    call = f"balanced_output_len({name}, {device}, {prompt_len}, {efficiency!r})"
-    if expected == math.inf:
-        if answer != math.inf:
-            _fail(f"{call} = {answer!r}, but no answer within {name}'s {ref.model(name).max_context:,}-token context "
-                  "balances this prompt: expected math.inf.",
-                  "None for math.inf" if answer is None else "a crossing where there is none")
-        return
-    _whole(answer, expected, call)
-
-
-# -- Exercise 7: which spec to buy, at the batch the service runs at ---------------------------------------------
+# -- Exercise 6: which spec to buy, at the batch the service runs at ---------------------------------------------
 
 SPECS = {"peak FLOP/s": ("flops", "peak flops", "flop/s", "compute", "peak flop/s", "tflop/s"),
          "memory bandwidth": ("bandwidth", "memory", "hbm bandwidth", "hbm")}
