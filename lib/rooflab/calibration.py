@@ -166,7 +166,7 @@ def _preset(name: str, f: dict) -> Efficiency:
     return _fitted(name, f["mfu"], f["mbu"], f["overhead_ms"],
                    {"fp8": (f["fp8_mfu"], f["fp8_mbu"]), "int8": (None, f["int8_mbu"]), "int4": (None, f["int4_mbu"])},
                    (f["allreduce_efficiency"], f["allreduce_us"]), base.vintage,
-                   (base.median_error, base.max_error), base.source, base.aliases)
+                   (base.median_error, base.max_error), base.source, base.aliases, base.p90_error, base.worst)
 
 
 def factors(e: Efficiency) -> dict[str, float]:
