@@ -109,7 +109,7 @@ def test_two_phases_quotes_the_library():
 
 def test_kv_cache_typed_figures_hold():
     """02's prose types a few ideal or datasheet figures; each is recomputed here by hand from the model's fields."""
-    prose = "".join(text(c) for c in cells(SOURCE, "02_kv_cache") if c["cell_type"] == "markdown")
+    prose = " ".join(" ".join(text(c).split()) for c in cells(SOURCE, "02_kv_cache") if c["cell_type"] == "markdown")
     llama, h100 = rl.model("Llama-3-8B"), rl.hardware("H100")
     usable_gb = h100.usable_memory.m_as("GB")
     assert f"{usable_gb:.1f} GB" in prose  # 84.9 GB a process may allocate
