@@ -107,6 +107,32 @@ def test_two_phases_quotes_the_library():
     assert "image/png" in json.dumps(cells(SOLUTIONS, "01_two_phases"))  # the roofline figure
 
 
+def test_kv_cache_typed_figures_hold():
+    """02's prose types a few ideal or datasheet figures; each is recomputed here by hand from the model's fields."""
+    prose = " ".join(" ".join(text(c).split()) for c in cells(SOURCE, "02_kv_cache") if c["cell_type"] == "markdown")
+    llama, h100 = rl.model("Llama-3-8B"), rl.hardware("H100")
+    usable_gb = h100.usable_memory.m_as("GB")
+    assert f"{usable_gb:.1f} GB" in prose  # 84.9 GB a process may allocate
+    # Llama-3-8B's weights over one 2,000-token cache: 2 x 32 layers x 8 KV heads x 128 x 2 B = 131,072 B a token.
+    assert 2 * llama.layers * llama.kv_heads * llama.head_dim * 2 == 131_072
+    weights_gb = llama.total_params * 2 / 1e9
+    assert f"{weights_gb:.2f}" + "\\ \\text{GB}" in prose and "is about 61" in prose
+    assert round(weights_gb * 1e9 / (2000 * 131_072)) == 61
+    # The explorer's reserve: the tenth of the usable memory that a share of 0.9 leaves out.
+    assert f"{0.1 * usable_gb:.1f} GB on the H100" in prose
+    # gpt-fast's 1,397 GB/s against the student's count of its batch-1 step (Llama-2-7B, BF16, 55 tokens of
+    # context, 104.9 tokens/s): body + head read whole, one embedding row, 55 tokens of a 512 KiB-a-token cache.
+    llama2 = rl.model("Llama-2-7B")
+    step = (llama2.non_embedding_params + llama2.vocab * llama2.d_model + llama2.d_model) * 2 + 55 * 2 * 32 * 32 * 128 * 2
+    assert "1,397 GB/s" in prose and abs(step * 104.9 / 1.397e12 - 1) < 0.01
+    # The prefill's MFU: 2 FLOPs a parameter a token plus attention, over 133 ms and the A100's 312 TFLOP/s.
+    from rooflab.earlier import prefill_flops
+    assert "an MFU of 208 / 312 = 0.67" in prose
+    assert round(prefill_flops(llama2, 2048).m_as("TFLOP") / 0.133) == 208
+    # At the largest batch a step reads the engine's share of the memory: 0.9 x 84.9 GB / 3.35 TB/s.
+    assert "about 23 ms on the H100" in prose and round(0.9 * usable_gb / 3350 * 1000) == 23
+
+
 def test_under_load_quotes_the_library():
     """05's figures, printed from the student's derivations, are the library's steady state, bend and SLA search."""
     solved = cells(SOLUTIONS, "05_under_load")

@@ -183,7 +183,7 @@ def _decode_step_time(answers, case, ref, rl):
     slips = [("a memory-only step", _memory_time(ref, name, device, context_len, batch, precision),
               "the bytes' time alone, but at this batch the FLOPs take longer (count them for every sequence, "
               "and keep the larger of the two times)")]
-    # Two slips of copying Exercise 4's worked prefill onto a decode step.
+    # Two slips of counting a decode step as if it were a prefill (the phase assignment 1 taught first).
     m, d, early = ref.model(name), ref.hardware(device), _earlier(ref)
     new_cache_only = (early.weight_bytes(m, precision) + _cache(ref, name, 1, batch, precision)) / d.memory_bandwidth
     prefill_flops = batch * early.prefill_flops(m, context_len) / d.peak_flops(precision)
@@ -242,7 +242,7 @@ def _profile(answers, case, ref, rl):
                         * ref.bytes_per_element(precision), "B") + _cache(ref, name, context_len, batch, precision))
         table = ref.Q_((m.embedding_params - batch * m.d_model) * ref.bytes_per_element(precision), "B")
         row = ref.Q_(m.d_model * ref.bytes_per_element(precision), "B")
-        # Two slips of copying the prefill's count (Exercise 5's worked example) onto a decode step.
+        # Two slips of counting a decode step's bytes as a prefill's (one row per token, only the cache written).
         slips = [("the whole embedding table", every + table, "the whole input embedding table read, where a step reads one row of it per sequence"),
                  ("an embedding row for every context token", every + batch * (context_len - 1) * row,
                   "an embedding row looked up for every token of context, where a decode step looks up one row per "
