@@ -270,7 +270,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("ex1_cost", "    return (price / tokens_per_second)", "    return (price / 0 / tokens_per_second)"),
         ],
         "infinite_loop": [
-            ("ex4_energy", "def joules_per_token(", "while True:  # a loop left running\n    pass\n\n\ndef joules_per_token("),
+            ("ex2_prices", "def token_prices(", "while True:  # a loop left running\n    pass\n\n\ndef token_prices("),
         ],
         "kills_kernel": [
             ("ex3_sla", "def cost_at_sla(", "import os\nos._exit(1)\n\n\ndef cost_at_sla("),
