@@ -288,7 +288,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("ex3_sla", None, 'def cost_at_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, price, precision="fp16"):\n'
              '    return Q_({"H100-SXM": 0.3513617, "L40S": 0.6825076}[device.name], "USD/Mtok")'),
             ("ex5_tp", None, 'def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):\n'
-             '    seen = {1: 34.176, 128: 15.6482, 256: 6.57832 if device.name == "H100-SXM" else 13.7063}\n'
+             '    seen = {1: 34.176, 128: 15.6482, 256: 6.57832 if device.name == "H100-SXM" else 13.7063, 768: 37.686}\n'
              '    return Q_(seen[batch], "ms")'),
         ],
     },

@@ -232,12 +232,12 @@ def _prices(s, efficiency="typical", precision_used=True, blended=False, decode_
 
 
 def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_layer=2, ring=True,
-        weights_split=True, activation_bytes=lambda precision: 2):
+        weights_split=True, activation_bytes=lambda precision: 2, active="active_non_embedding_params"):
     def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):
         size = s["BYTES_PER_VALUE"][precision]
         per_token = 2 * model.layers * model.kv_heads * model.head_dim * size
         weights = (model.non_embedding_params + batch * model.d_model) * size / (tp if weights_split else 1)
-        body, _ = s["roofline_time"](Q_(batch * 2 * model.active_non_embedding_params / tp, "FLOP"),
+        body, _ = s["roofline_time"](Q_(batch * 2 * getattr(model, active) / tp, "FLOP"),
                                      Q_(weights / 2**30, "GB") if gib else Q_(weights, "B"), device, precision)
         attention, _ = s["roofline_time"](
             Q_(batch * 4 * model.layers * model.attention_width * context_len / tp, "FLOP"),
@@ -552,6 +552,7 @@ MISTAKES = {
         "the weights not split over the GPUs": lambda s: (_tp(s, weights_split=False),),
         "activations at the weights' bytes per value (they cross the link in 16-bit)": lambda s: (
             _tp(s, activation_bytes=lambda precision: PER_VALUE[precision]),),
+        "total for active parameters (a mixture of experts)": lambda s: (_tp(s, active="non_embedding_params"),),
     },
 }
 
