@@ -232,7 +232,8 @@ def _prices(s, efficiency="typical", precision_used=True, blended=False, decode_
 
 
 def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_layer=2, ring=True,
-        weights_split=True, activation_bytes=lambda precision: 2, active="active_non_embedding_params"):
+        weights_split=True, activation_bytes=lambda precision: 2, active="active_non_embedding_params",
+        head_bytes=lambda precision: 2):
     def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):
         size = s["BYTES_PER_VALUE"][precision]
         per_token = 2 * model.layers * model.kv_heads * model.head_dim * size
@@ -243,7 +244,8 @@ def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_
             Q_(batch * 4 * model.layers * model.attention_width * context_len / tp, "FLOP"),
             Q_(batch * (context_len + 1) * per_token / tp, "B"), device, precision)
         head, _ = s["roofline_time"](Q_(batch * 2 * model.d_model * model.vocab / tp, "FLOP"),
-                                     Q_(model.vocab * model.d_model * 2 / tp, "B"), device, precision)
+                                     Q_(model.vocab * model.d_model * head_bytes(precision) / tp, "B"), device,
+                                     precision)
         compute = body + attention + head
         if not communication:
             return compute
@@ -553,6 +555,8 @@ MISTAKES = {
         "activations at the weights' bytes per value (they cross the link in 16-bit)": lambda s: (
             _tp(s, activation_bytes=lambda precision: PER_VALUE[precision]),),
         "total for active parameters (a mixture of experts)": lambda s: (_tp(s, active="non_embedding_params"),),
+        "the head stored at FP8 (FP8 checkpoints keep it in 16-bit)": lambda s: (
+            _tp(s, head_bytes=lambda precision: PER_VALUE[precision]),),
     },
 }
 
@@ -1146,6 +1150,12 @@ def _spec(s, at_batch_1=False, ideal=False, one_step=False, one_prefill=False, p
 
 # The hint each 04 mistake must get, where an exercise names it itself (beyond the checker's own names).
 HINTS.update({
+    "tp_step_time": {
+        "the head stored at FP8 (FP8 checkpoints keep it in 16-bit)":
+            "the head stored at FP8 (FP8 checkpoints keep it in 16-bit)",
+        "activations at the weights' bytes per value (they cross the link in 16-bit)":
+            "activations at the weights' bytes per value (they cross the link in 16-bit)",
+    },
     "decode_step_time": {
         "only the new token's cache": "only the new token's cache",
         "a prefill's FLOPs per sequence": "a prefill's FLOPs per sequence",

@@ -20,6 +20,7 @@ SLA = 0.01  # tp_step_time against the library's tensor-parallel step
 SAME = 0.001  # built from the same library costs: only rounding may differ
 HOUR = "price per hour used as per second"
 ACTIVATIONS = "activations at the weights' bytes per value (they cross the link in 16-bit)"
+HEAD_8BIT = "the head stored at FP8 (FP8 checkpoints keep it in 16-bit)"
 
 
 # -- Exercise 1: dollars per million tokens ----------------------------------------------------------------
@@ -167,7 +168,21 @@ def _tp_step_time(answers, case, ref, rl):
             _fail(f"{call} = {answer.to('ms'):.4g~P}: the all-reduces are half as long as they should be. The "
                   "weights are stored in FP8, but the activations the GPUs sum are 16-bit: 2 bytes a value.",
                   ACTIVATIONS)
+        eight = step.time.m_as("s") - _head_si(ref, name, device, batch, tp, precision, 2) + _head_si(
+            ref, name, device, batch, tp, precision, 1)
+        if abs(answer.m_as("s") / eight - 1) < SLA / 4 and abs(eight / step.time.m_as("s") - 1) > SLA:
+            _fail(f"{call} = {answer.to('ms'):.4g~P}: the head's weights are read at 1 byte a value. At FP8 the "
+                  "head stays in 16-bit (2 bytes a value), as in shipped FP8 checkpoints and the library; the "
+                  "course's step_time stores it at FP8, so step_time alone does not give it.", HEAD_8BIT)
     quantity(answer, step.time, call, rel=SLA, mistakes=_gib(step.compute) if quiet else None)
+
+
+def _head_si(ref, name: str, device: str, batch: int, tp: int, precision: str, bytes_per_value: int) -> float:
+    """One GPU's share of the output head's ideal roofline time, s: max(2 d V B / N / peak, d V x bytes / N / bandwidth)."""
+    model, hardware = ref.model(name), ref.hardware(device)
+    flops = batch * 2 * model.d_model * model.vocab / tp
+    nbytes = model.d_model * model.vocab * bytes_per_value / tp
+    return max(flops / hardware.peak_flops(precision).m_as("FLOP/s"), nbytes / hardware.memory_bandwidth.m_as("B/s"))
 
 
 # -- the explorer's question -----------------------------------------------------------------------------
