@@ -268,7 +268,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("ex1_cost", "    return (price / tokens_per_second)", "    return (price / 0 / tokens_per_second)"),
         ],
         "infinite_loop": [
-            ("ex4_energy", "def joules_per_token(", "while True:  # a loop left running\n    pass\n\n\ndef joules_per_token("),
+            ("ex2_prices", "def token_prices(", "while True:  # a loop left running\n    pass\n\n\ndef token_prices("),
         ],
         "kills_kernel": [
             ("ex3_sla", "def cost_at_sla(", "import os\nos._exit(1)\n\n\ndef cost_at_sla("),
@@ -286,7 +286,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("ex3_sla", None, 'def cost_at_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, price, precision="fp16"):\n'
              '    return Q_({"H100-SXM": 0.3513617, "L40S": 0.6825076}[device.name], "USD/Mtok")'),
             ("ex5_tp", None, 'def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):\n'
-             '    seen = {1: 34.176, 128: 15.6482, 256: 6.57832 if device.name == "H100-SXM" else 13.7063}\n'
+             '    seen = {1: 34.176, 128: 15.6482, 256: 6.57832 if device.name == "H100-SXM" else 13.7063, 768: 37.686}\n'
              '    return Q_(seen[batch], "ms")'),
         ],
     },

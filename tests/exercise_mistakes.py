@@ -211,14 +211,6 @@ def _cost_at_sla(s, throughput=lambda state: state[1], price_of=lambda p: p, ttf
     return cost_at_sla
 
 
-def _joules(energy, efficiency="typical", precision_used=True):
-    def joules_per_token(model, device, prompt_len, output_len, batches, precision="fp16"):
-        steady = rl.steady_state(model, device, prompt_len, output_len, batches,
-                                 precision if precision_used else "fp16", efficiency=efficiency)
-        return energy(device, steady, batches)
-    return joules_per_token
-
-
 def _prices(s, efficiency="typical", precision_used=True, blended=False, decode_tokens=lambda b, k: b,
             price_of=lambda p: p, swapped=False):
     """06's token_prices with one slip."""
@@ -240,18 +232,20 @@ def _prices(s, efficiency="typical", precision_used=True, blended=False, decode_
 
 
 def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_layer=2, ring=True,
-        weights_split=True, activation_bytes=lambda precision: 2):
+        weights_split=True, activation_bytes=lambda precision: 2, active="active_non_embedding_params",
+        head_bytes=lambda precision: 2):
     def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):
         size = s["BYTES_PER_VALUE"][precision]
         per_token = 2 * model.layers * model.kv_heads * model.head_dim * size
         weights = (model.non_embedding_params + batch * model.d_model) * size / (tp if weights_split else 1)
-        body, _ = s["roofline_time"](Q_(batch * 2 * model.active_non_embedding_params / tp, "FLOP"),
+        body, _ = s["roofline_time"](Q_(batch * 2 * getattr(model, active) / tp, "FLOP"),
                                      Q_(weights / 2**30, "GB") if gib else Q_(weights, "B"), device, precision)
         attention, _ = s["roofline_time"](
             Q_(batch * 4 * model.layers * model.attention_width * context_len / tp, "FLOP"),
             Q_(batch * (context_len + 1) * per_token / tp, "B"), device, precision)
         head, _ = s["roofline_time"](Q_(batch * 2 * model.d_model * model.vocab / tp, "FLOP"),
-                                     Q_(model.vocab * model.d_model * 2 / tp, "B"), device, precision)
+                                     Q_(model.vocab * model.d_model * head_bytes(precision) / tp, "B"), device,
+                                     precision)
         compute = body + attention + head
         if not communication:
             return compute
@@ -260,29 +254,6 @@ def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_
         allreduce = (share * Q_(batch * model.d_model * activation_bytes(precision), "B") / link).to("s")
         return compute + all_reduces_per_layer * model.layers * allreduce
     return tp_step_time
-
-
-def _per_gpu(pick=lambda tp2, one: (tp2, one), value=lambda best: best.output_throughput, catch=True,
-             at_batch_one=False, **options):
-    options.setdefault("efficiency", "typical")
-
-    def per_gpu_throughputs(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16"):
-        found = []
-        for tp in (2, 1):
-            try:
-                if at_batch_one:
-                    best = rl.steady_state(model, device, prompt_len, output_len, 1, precision, tp=tp,
-                                           efficiency="typical")
-                else:
-                    best = rl.best_under_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision,
-                                             tp=tp, **options)
-                found.append(value(best))
-            except (rl.DoesNotFit, rl.SLAUnmet):
-                if not catch:
-                    raise
-                found.append(Q_(0, "token/s"))
-        return pick(*found)
-    return per_gpu_throughputs
 
 
 
@@ -574,19 +545,6 @@ MISTAKES = {
         "the precision left at its default": lambda s: (_cost_at_sla(s, precision_used=False),),
         "batch 1, not the best batch": lambda s: (_cost_at_sla(s, batch_one=True),),
     },
-    "joules_per_token": {
-        "tokens/s per request taken for per GPU": lambda s: (
-            _joules(lambda device, st, b: (device.power / st.per_request_throughput).to("J/token")),),
-        "prefill left out of the steady state": lambda s: (
-            _joules(lambda device, st, b: (device.power * Q_(st.decode.time_si, "s") / Q_(b, "token")).to(
-                "J/token")),),
-        "ideal for typical efficiency": lambda s: (
-            _joules(lambda device, st, b: (device.power / st.output_throughput).to("J/token"), efficiency="ideal"),),
-        "the precision left at its default": lambda s: (
-            _joules(lambda device, st, b: (device.power / st.output_throughput).to("J/token"), precision_used=False),),
-        "energy per step for per token": lambda s: (
-            _joules(lambda device, st, b: (device.power * st.itl).to("J")),),
-    },
     "tp_step_time": {
         "TP speed-up assumed N-fold (communication ignored)": lambda s: (_tp(s, communication=False),),
         "GB for GiB": lambda s: (_tp(s, gib=True),),
@@ -596,13 +554,9 @@ MISTAKES = {
         "the weights not split over the GPUs": lambda s: (_tp(s, weights_split=False),),
         "activations at the weights' bytes per value (they cross the link in 16-bit)": lambda s: (
             _tp(s, activation_bytes=lambda precision: PER_VALUE[precision]),),
-    },
-    "per_gpu_throughputs": {
-        "the pair's tokens/s for one GPU's": lambda s: (_per_gpu(value=lambda best: best.group_throughput),),
-        "the two answers swapped": lambda s: (_per_gpu(pick=lambda tp2, one: (one, tp2)),),
-        "an error for a copy that does not fit": lambda s: (_per_gpu(catch=False),),
-        "ideal for typical efficiency": lambda s: (_per_gpu(efficiency="ideal"),),
-        "batch 1, not the best batch": lambda s: (_per_gpu(at_batch_one=True),),
+        "total for active parameters (a mixture of experts)": lambda s: (_tp(s, active="non_embedding_params"),),
+        "the head stored at FP8 (FP8 checkpoints keep it in 16-bit)": lambda s: (
+            _tp(s, head_bytes=lambda precision: PER_VALUE[precision]),),
     },
 }
 
@@ -1172,6 +1126,12 @@ def _spec(s, at_batch_1=False, ideal=False, one_step=False, one_prefill=False, p
 
 # The hint each 04 mistake must get, where an exercise names it itself (beyond the checker's own names).
 HINTS.update({
+    "tp_step_time": {
+        "the head stored at FP8 (FP8 checkpoints keep it in 16-bit)":
+            "the head stored at FP8 (FP8 checkpoints keep it in 16-bit)",
+        "activations at the weights' bytes per value (they cross the link in 16-bit)":
+            "activations at the weights' bytes per value (they cross the link in 16-bit)",
+    },
     "decode_step_time": {
         "only the new token's cache": "only the new token's cache",
         "a prefill's FLOPs per sequence": "a prefill's FLOPs per sequence",

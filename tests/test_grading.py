@@ -20,10 +20,9 @@ moe_decode (experts read, body bytes, compute-bound batch) [1+5]; attention shar
 05_under_load (30 autograded, 7 of them in visible tests, no written answer; its predictions are recorded, not
 graded): step_time and tokens_per_second [1+3]; engine_state [2+7]; frontier_curve and bend_batch [2+6];
 best_batch [2+7].  frontier_curve and best_batch call engine_state: a slip there is charged once (the cascade).
-06_cost (30 autograded, 9 visible; the written answer 10): cost_per_million [1+2]; token_prices [2+4];
-cost_at_sla [1+4]; joules_per_token [1+3]; tp_step_time [2+4]; per_gpu_throughputs [2+4].  token_prices and
-cost_at_sla call cost_per_million (charged once); the course's engine_state and best_batch come from
-rooflab.earlier.
+06_cost (30 autograded, 8 visible; the written answer 10): cost_per_million [1+2]; token_prices [2+6];
+cost_at_sla [1+4]; tp_step_time [4+10].  token_prices and cost_at_sla call cost_per_million (charged once); the
+course's engine_state and best_batch come from rooflab.earlier.
 
 07_tail (30 autograded, 6 of them in visible tests; predictions and the explorer's question are not graded):
 mean_wait [1+4]; stall [1+4]; sequences_in_pool [1+4]; prefix_tokens_saved [1+4]; tokens_per_step and
@@ -216,28 +215,27 @@ EXPECTED_E = {
 EXPECTED_H = {
     # 30 autograded points, the written deployment (10) waits for the instructor
     ("ada", H): (30, "graded", 10), ("blaise", H): (0, "graded", 0),
-    # the first half of the 6 answer cells: cost_per_million [1+2], token_prices [2+4], cost_at_sla [1+4]
-    ("cora", H): (14, "graded", 0),
-    # ms for s in tp_step_time [2+4]; per_gpu_throughputs uses the library's search, not tp_step_time: 30 - 6
-    ("dmitri", H): (24, "graded", 10),
+    # the first half of the 4 answer cells, (4 + 1) // 2 = 2: cost_per_million [1+2] and token_prices [2+6]: 3 + 8
+    ("cora", H): (11, "graded", 0),
+    # ms for s in tp_step_time [4+10]: 30 - 14
+    ("dmitri", H): (16, "graded", 10),
     # GB for GiB in tp_step_time's weight bytes: 7% short at batch 1, where the body is nearly all, outside the 1%
-    # tolerance [2+4]: 30 - 6
-    ("edsger", H): (24, "graded", 10),
-    # forgot K and V in tp_step_time: the caches are most of the step of 256 sequences at 2,000 tokens [2+4]
-    ("frances", H): (24, "graded", 10),
+    # tolerance [4+10]: 30 - 14
+    ("edsger", H): (16, "graded", 10),
+    # forgot K and V in tp_step_time: the caches are most of the step of 256 sequences at 2,000 tokens [4+10]: 30 - 14
+    ("frances", H): (16, "graded", 10),
     # cost_per_million divides by zero [1+2]; token_prices and cost_at_sla call it and pass with the course's
     # cost_per_million (a slip charged once): 30 - 3
     ("grace", H): (27, "graded", 10),
-    ("hedy", H): (26, "graded", 10),  # the loop stops joules_per_token being defined [1+3]
+    ("hedy", H): (22, "graded", 10),  # the loop stops token_prices being defined [2+6]: 30 - 8
     ("ivan", H): (30, "graded", 10), ("joan", H): (30, "graded", 10), ("linus", H): (30, "graded", 10),
     ("niklaus", H): (30, "graded", 10),
     ("katherine", H): (0, "ungradable", 0),
-    ("olga", H): (25, "graded", 10),  # os._exit in cost_at_sla's cell [1+4]
+    ("olga", H): (25, "graded", 10),  # os._exit in cost_at_sla's cell [1+4]: 30 - 5
     ("mallory", H): (0, "graded", 0),
-    # hard-coded visible answers in cost_per_million [1], cost_at_sla [1] and tp_step_time [2]; token_prices calls
-    # her cost_per_million, which fails its hidden test, and passes with the course's [2+4]; joules_per_token
-    # [1+3] and per_gpu_throughputs [2+4] are her own: 4 + 6 + 4 + 6
-    ("margaret", H): (20, "graded", 10),
+    # hard-coded visible answers in cost_per_million [1], cost_at_sla [1] and tp_step_time [4]; token_prices calls
+    # her cost_per_million, which fails its hidden test, and passes with the course's [2+6]: 1 + 8 + 1 + 4
+    ("margaret", H): (14, "graded", 10),
 }
 # 07_tail: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_F = {
