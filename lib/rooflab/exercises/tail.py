@@ -15,7 +15,7 @@ from ..check import _fail, number, quantity
 from . import exercise, question
 
 A = "07_tail"
-REQUESTS = 300  # requests per simulated rate in exercise 6 (the notebook gives the same constant)
+REQUESTS = 300  # requests per simulated rate in highest_rate (optional, "Going further"; the notebook gives the same constant)
 EXPLORER_REQUESTS = 300  # what the tail explorer simulates per point (rooflab.widgets._TAIL_REQUESTS)
 CHUNK = 512  # the token budget the notebook's chunked engine uses
 MD1 = "exponential service (M/M/1) for fixed service"
@@ -147,7 +147,7 @@ def _sequences_in_pool(answers, case, ref, rl):
               "tokens not rounded up to whole blocks" if hint else None)
 
 
-# -- Exercise 4: a shared prefix, cached ----------------------------------------------------------------------
+# -- Going further (optional, not graded): a shared prefix, cached -----------------------------------------------
 
 @exercise("prefix_tokens_saved", A, visible=[
     # (requests, share, prefix_len, block_size)
@@ -172,7 +172,7 @@ def _prefix_tokens_saved(answers, case, ref, rl):
            mistakes=mistakes or None)
 
 
-# -- Exercise 5: speculative decoding -------------------------------------------------------------------------
+# -- Exercise 4: speculative decoding -------------------------------------------------------------------------
 
 def _tokens_per_step(acceptance, draft_len):
     a, k = float(acceptance), int(draft_len)
@@ -213,7 +213,7 @@ SPEC = {"more": ("faster", "bigger", "greater", "more than at batch 1"),
         "less": ("smaller", "slower", "less than at batch 1", "it slows down", "none", "lower")}
 
 
-@question("spec_at_256", A, "less", SPEC, revisited_in="The cell after Exercise 5")
+@question("spec_at_256", A, "less", SPEC, revisited_in="The cell after Exercise 4")
 def _spec_at_256(ref):
     def step(m, b):
         return ref.decode_step(m, "H100", 2000, b, efficiency="ideal", allow_overflow=True).time_si
@@ -229,7 +229,7 @@ def _spec_at_256(ref):
             f"{'; '.join(lines)} (Llama-3-8B with a TinyLlama draft, a = 0.8, k = 4, ideal roofline).")
 
 
-# -- Exercise 6: the highest rate that meets a p99 SLO ---------------------------------------------------------
+# -- Going further (optional, not graded): the highest rate that meets a p99 SLO --------------------------------
 
 @exercise("highest_rate", A, visible=[
     # (model, device, prompt_len, output_len, p99 ITL limit ms, prefill, token_budget, rates)
