@@ -63,8 +63,9 @@ def test_every_function_exercise_has_visible_and_hidden_tests(assignment):
     visible = {t[: -len("_visible")] for t in tests if t.endswith("_visible")}
     hidden = {t[: -len("_hidden")] for t in tests if t.endswith("_hidden")}
     # 05 asks for four larger exercises, each a model built on the one before (the steady state, its frontier, the
-    # search under the SLA), within the same 60-90 minutes as six smaller ones elsewhere.
-    assert visible == hidden and len(visible) >= (4 if assignment == "05_under_load" else 6)
+    # search under the SLA), within the same 60-90 minutes as six smaller ones elsewhere; 07 asks for four
+    # derivations and leaves its two simulation exercises ungraded, at the end (issue 24's 90 minutes).
+    assert visible == hidden and len(visible) >= (4 if assignment in ("05_under_load", "07_tail") else 6)
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
