@@ -1340,9 +1340,10 @@ def _wait(factor_of_rho, infinite=True):
     return mean_wait
 
 
-def _stall(s, efficiency="typical", with_step=True, share=lambda b, o: min(1.0, b / (o - 1))):
+def _stall(s, efficiency="typical", with_step=True, share=lambda b, o: min(1.0, b / (o - 1)), at_prompt=False):
     def stall(model, device, prompt_len, output_len, batch):
-        step = rl.decode_step(model, device, s["mean_context"](prompt_len, output_len), batch, efficiency=efficiency)
+        context = prompt_len if at_prompt else s["mean_context"](prompt_len, output_len)
+        step = rl.decode_step(model, device, context, batch, efficiency=efficiency)
         pre = rl.prefill(model, device, prompt_len, efficiency=efficiency)
         return (step.time + pre.time) if with_step else pre.time, share(batch, output_len)
     return stall
@@ -1394,6 +1395,8 @@ MISTAKES.update({
     "mean_wait": {
         "exponential service (M/M/1) for fixed service": lambda s: (_wait(lambda r: r / (1 - r)),),
         "1 - rho forgotten": lambda s: (_wait(lambda r: r / 2),),
+        "the residual not weighted by rho (a request is in service only a share rho of the time)": lambda s: (
+            _wait(lambda r: 1 / (2 * (1 - r))),),
         "a finite wait past capacity": lambda s: (_wait(lambda r: r / (2 * abs(1 - r)), infinite=False),),
         "milliseconds for seconds": lambda s: (
             lambda t, r: Q_(s["mean_wait"](t, r).m_as("ms"), "s"),),
@@ -1403,6 +1406,8 @@ MISTAKES.update({
         "ideal for typical efficiency": lambda s: (_stall(s, efficiency="ideal"),),
         "O for O - 1 in the share": lambda s: (_stall(s, share=lambda b, o: min(1.0, b / o)),),
         "the share not capped at 1": lambda s: (_stall(s, share=lambda b, o: b / (o - 1)),),
+        "the step priced at the prompt length, not the mean context (mean_context)": lambda s: (
+            _stall(s, at_prompt=True),),
     },
     "sequences_in_pool": {
         "tokens not rounded up to whole blocks": lambda s: (_pool(whole_blocks=False),),
