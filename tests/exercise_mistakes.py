@@ -1349,13 +1349,13 @@ def _stall(s, efficiency="typical", with_step=True, share=lambda b, o: min(1.0, 
     return stall
 
 
-def _pool(tokens_of=lambda p, o: p + o - 1, whole_blocks=True, utilization=None):
+def _pool(tokens_of=lambda p, o: p + o - 1, whole_blocks=True, utilization=None, per_sequence=math.ceil):
     def sequences_in_pool(model, device, prompt_len, output_len, block_size=16, gpu_memory_utilization=0.9):
         u = gpu_memory_utilization if utilization is None else utilization
         tokens = rl.memory_budget(model, device, 1, gpu_memory_utilization=u).max_tokens
         if not whole_blocks:
             return int(tokens // tokens_of(prompt_len, output_len))
-        return int(tokens // block_size // math.ceil(tokens_of(prompt_len, output_len) / block_size))
+        return int(tokens // block_size // per_sequence(tokens_of(prompt_len, output_len) / block_size))
     return sequences_in_pool
 
 
@@ -1411,6 +1411,7 @@ MISTAKES.update({
     },
     "sequences_in_pool": {
         "tokens not rounded up to whole blocks": lambda s: (_pool(whole_blocks=False),),
+        "a sequence's blocks rounded down": lambda s: (_pool(per_sequence=math.floor),),
         "all the memory (utilisation 1)": lambda s: (_pool(utilization=1.0),),
         "prompt + answer (the last token is never cached)": lambda s: (_pool(tokens_of=lambda p, o: p + o),),
         "the prompt alone": lambda s: (_pool(tokens_of=lambda p, o: p),),
@@ -1431,6 +1432,27 @@ MISTAKES.update({
         "p50 for p99": lambda s: (_highest(s, lambda run: run.itl.p50),),
         "TPOT for ITL": lambda s: (_highest(s, lambda run: run.tpot.p99),),
         "the mean gap for p99": lambda s: (_highest(s, lambda run: run.itl.mean),),
+    },
+})
+
+
+# The hints 07's checks must give (the derivation's likely slips, each named by its tag; the others listed above
+# are named by the checker's own factors or by none).
+HINTS.update({
+    "mean_wait": {
+        "exponential service (M/M/1) for fixed service": "exponential service (M/M/1) for fixed service",
+        "1 - rho forgotten": "1 - rho forgotten",
+        "the residual not weighted by rho (a request is in service only a share rho of the time)":
+            "the residual not weighted by rho (a request is in service only a share rho of the time)",
+    },
+    "stall": {
+        "the prefill alone, without the step it stalls": "the prefill alone, without the step it stalls",
+        "the step priced at the prompt length, not the mean context (mean_context)":
+            "the step priced at the prompt length, not the mean context (mean_context)",
+    },
+    "sequences_in_pool": {
+        "tokens not rounded up to whole blocks": "tokens not rounded up to whole blocks",
+        "a sequence's blocks rounded down": "tokens not rounded up to whole blocks",
     },
 })
 

@@ -147,11 +147,14 @@ def _sequences_in_pool(answers, case, ref, rl):
         _fail(f"{call} should be a whole number of sequences (an int), got {type(got).__name__} {got!r:.80}.")
     if got != expected:
         loose = int(tokens // (prompt_len + output_len - 1))
-        hint = (" Each sequence takes whole blocks: round its tokens up to blocks." if got == loose and got != expected
-                else "")
+        per_floor = (prompt_len + output_len - 1) // block
+        # Tokens never turned into blocks and blocks rounded down often give the same count: one hint for both.
+        rounded_down = got == loose or (per_floor and got == blocks // per_floor)
+        hint = (" Each sequence takes whole blocks, its last, partly filled one included: round its tokens up to "
+                "blocks." if rounded_down else "")
+        tag = "tokens not rounded up to whole blocks" if rounded_down else None
         _fail(f"{call} = {got}, expected {expected} ({blocks:,} blocks of {block} tokens, "
-              f"{math.ceil((prompt_len + output_len - 1) / block)} per sequence).{hint}",
-              "tokens not rounded up to whole blocks" if hint else None)
+              f"{math.ceil((prompt_len + output_len - 1) / block)} per sequence).{hint}", tag)
 
 
 # -- Going further (optional, not graded): a shared prefix, cached -----------------------------------------------
