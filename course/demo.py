@@ -296,10 +296,10 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return Q_((rho * service_time / (2 * (1 - rho))).m_as("ms"), "s")'),
         ],
         "raises": [
-            ("ex4_prefix", "    carriers = round(requests * share)", "    carriers = round(requests * share) / 0"),
+            ("ex5_spec", "    a, k = acceptance, draft_len", "    a, k = acceptance / 0, draft_len"),
         ],
         "infinite_loop": [
-            ("ex6_rate", "def highest_rate(", "while True:  # a loop left running\n    pass\n\n\ndef highest_rate("),
+            ("ex2_stall", "def stall(", "while True:  # a loop left running\n    pass\n\n\ndef stall("),
         ],
         "kills_kernel": [
             ("ex3_pool", "def sequences_in_pool(", "import os\nos._exit(1)\n\n\ndef sequences_in_pool("),
@@ -317,15 +317,10 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("ex3_pool", None, 'def sequences_in_pool(model, device, prompt_len, output_len, block_size=16, '
              'gpu_memory_utilization=0.9):\n'
              '    return {2000: 199, 1000: 31, 3000: 53}[prompt_len]'),
-            ("ex4_prefix", None, 'def prefix_tokens_saved(requests, share, prefix_len, block_size=16):\n'
-             '    return {1000: 296608, 200: 95520}[requests]'),
             ("ex5_spec", None, 'def tokens_per_step(acceptance, draft_len):\n'
              '    return {(0.8, 4): 3.3616, (0.5, 1): 1.5}[acceptance, draft_len]\n\n\n'
              'def spec_speedup(model, device, draft, context_len, batch, draft_len, acceptance):\n'
              '    return {1: 2.071976, 256: 0.606694, 8: 1.268974}[batch]'),
-            ("ex6_rate", None, 'def highest_rate(model, device, prompt_len, output_len, p99_itl_limit, rates, '
-             'prefill="separate", token_budget=8192):\n'
-             '    return Q_({22: 8.0, 50: 1.0}[round(p99_itl_limit.m_as("ms"))], "1/s")'),
         ],
     },
     "08_measure": {

@@ -1268,21 +1268,22 @@ def _wait(factor_of_rho, infinite=True):
     return mean_wait
 
 
-def _stall(s, efficiency="typical", with_step=True, share=lambda b, o: min(1.0, b / (o - 1))):
+def _stall(s, efficiency="typical", with_step=True, share=lambda b, o: min(1.0, b / (o - 1)), at_prompt=False):
     def stall(model, device, prompt_len, output_len, batch):
-        step = rl.decode_step(model, device, s["mean_context"](prompt_len, output_len), batch, efficiency=efficiency)
+        context = prompt_len if at_prompt else s["mean_context"](prompt_len, output_len)
+        step = rl.decode_step(model, device, context, batch, efficiency=efficiency)
         pre = rl.prefill(model, device, prompt_len, efficiency=efficiency)
         return (step.time + pre.time) if with_step else pre.time, share(batch, output_len)
     return stall
 
 
-def _pool(tokens_of=lambda p, o: p + o - 1, whole_blocks=True, utilization=None):
+def _pool(tokens_of=lambda p, o: p + o - 1, whole_blocks=True, utilization=None, per_sequence=math.ceil):
     def sequences_in_pool(model, device, prompt_len, output_len, block_size=16, gpu_memory_utilization=0.9):
         u = gpu_memory_utilization if utilization is None else utilization
         tokens = rl.memory_budget(model, device, 1, gpu_memory_utilization=u).max_tokens
         if not whole_blocks:
             return int(tokens // tokens_of(prompt_len, output_len))
-        return int(tokens // block_size // math.ceil(tokens_of(prompt_len, output_len) / block_size))
+        return int(tokens // block_size // per_sequence(tokens_of(prompt_len, output_len) / block_size))
     return sequences_in_pool
 
 
@@ -1322,6 +1323,8 @@ MISTAKES.update({
     "mean_wait": {
         "exponential service (M/M/1) for fixed service": lambda s: (_wait(lambda r: r / (1 - r)),),
         "1 - rho forgotten": lambda s: (_wait(lambda r: r / 2),),
+        "the residual not weighted by rho (a request is in service only a share rho of the time)": lambda s: (
+            _wait(lambda r: 1 / (2 * (1 - r))),),
         "a finite wait past capacity": lambda s: (_wait(lambda r: r / (2 * abs(1 - r)), infinite=False),),
         "milliseconds for seconds": lambda s: (
             lambda t, r: Q_(s["mean_wait"](t, r).m_as("ms"), "s"),),
@@ -1331,9 +1334,12 @@ MISTAKES.update({
         "ideal for typical efficiency": lambda s: (_stall(s, efficiency="ideal"),),
         "O for O - 1 in the share": lambda s: (_stall(s, share=lambda b, o: min(1.0, b / o)),),
         "the share not capped at 1": lambda s: (_stall(s, share=lambda b, o: b / (o - 1)),),
+        "the step priced at the prompt length, not the mean context (mean_context)": lambda s: (
+            _stall(s, at_prompt=True),),
     },
     "sequences_in_pool": {
         "tokens not rounded up to whole blocks": lambda s: (_pool(whole_blocks=False),),
+        "a sequence's blocks rounded down": lambda s: (_pool(per_sequence=math.floor),),
         "all the memory (utilisation 1)": lambda s: (_pool(utilization=1.0),),
         "prompt + answer (the last token is never cached)": lambda s: (_pool(tokens_of=lambda p, o: p + o),),
         "the prompt alone": lambda s: (_pool(tokens_of=lambda p, o: p),),
@@ -1354,6 +1360,27 @@ MISTAKES.update({
         "p50 for p99": lambda s: (_highest(s, lambda run: run.itl.p50),),
         "TPOT for ITL": lambda s: (_highest(s, lambda run: run.tpot.p99),),
         "the mean gap for p99": lambda s: (_highest(s, lambda run: run.itl.mean),),
+    },
+})
+
+
+# The hints 07's checks must give (the derivation's likely slips, each named by its tag; the others listed above
+# are named by the checker's own factors or by none).
+HINTS.update({
+    "mean_wait": {
+        "exponential service (M/M/1) for fixed service": "exponential service (M/M/1) for fixed service",
+        "1 - rho forgotten": "1 - rho forgotten",
+        "the residual not weighted by rho (a request is in service only a share rho of the time)":
+            "the residual not weighted by rho (a request is in service only a share rho of the time)",
+    },
+    "stall": {
+        "the prefill alone, without the step it stalls": "the prefill alone, without the step it stalls",
+        "the step priced at the prompt length, not the mean context (mean_context)":
+            "the step priced at the prompt length, not the mean context (mean_context)",
+    },
+    "sequences_in_pool": {
+        "tokens not rounded up to whole blocks": "tokens not rounded up to whole blocks",
+        "a sequence's blocks rounded down": "tokens not rounded up to whole blocks",
     },
 })
 

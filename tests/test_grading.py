@@ -24,9 +24,10 @@ best_batch [2+7].  frontier_curve and best_batch call engine_state: a slip there
 cost_at_sla [1+4]; tp_step_time [4+10].  token_prices and cost_at_sla call cost_per_million (charged once); the
 course's engine_state and best_batch come from rooflab.earlier.
 
-07_tail (30 autograded, 6 of them in visible tests; predictions and the explorer's question are not graded):
-mean_wait [1+4]; stall [1+4]; sequences_in_pool [1+4]; prefix_tokens_saved [1+4]; tokens_per_step and
-spec_speedup [1+4]; highest_rate [1+4].  No exercise calls another's function, so a fault costs its own 5.
+07_tail (30 autograded, 6 of them in visible tests; predictions, the explorer's question and the optional "Going
+further" exercises, prefix_tokens_saved and highest_rate, carry no points): mean_wait [1+6]; stall [2+6];
+sequences_in_pool [1+6]; tokens_per_step and spec_speedup [2+6].  No exercise calls another's function, so a fault
+costs its own 7 or 8.
 08_measure (25 autograded, 7 visible; the written answer 5; predictions recorded, not graded; the students'
 measurements are taken again in the sandbox when graded): ttft_roofline [1+4]; step_roofline [1+4]; the two
 profiles [2+4]; mfu and mbu [1+3]; MFU and MBU of one's own profiles [1+1]; compute_bound_len [1+2].
@@ -241,20 +242,24 @@ EXPECTED_H = {
 EXPECTED_F = {
     # 30 autograded points, the written answer (10) waits for the instructor
     ("ada", F): (30, "graded", 10), ("blaise", F): (0, "graded", 0),
-    # the first half of the 6 answer cells: mean_wait, stall, sequences_in_pool: 5 + 5 + 5
-    ("cora", F): (15, "graded", 0),
-    # ms for s in mean_wait: 1000 times too long where rho < 1 (the past-capacity case still says inf) [5]
-    ("dmitri", F): (25, "graded", 10),
+    # the first half of the 6 answer cells (4 graded, then the 2 optional ones at the end): mean_wait, stall,
+    # sequences_in_pool: (1 + 6) + (2 + 6) + (1 + 6) = 22
+    ("cora", F): (22, "graded", 0),
+    # ms for s in mean_wait: 1000 times too long where rho < 1 (the past-capacity case still says inf): 30 - (1 + 6)
+    ("dmitri", F): (23, "graded", 10),
     # no GB/GiB or K-and-V step in this assignment (the pool comes from memory_budget): the reference
     ("edsger", F): (30, "graded", 10), ("frances", F): (30, "graded", 10),
-    ("grace", F): (25, "graded", 10),  # prefix_tokens_saved divides by zero [5]
-    ("hedy", F): (25, "graded", 10),  # the loop stops highest_rate being defined [5]
+    # tokens_per_step divides by zero, and spec_speedup calls it: the speculation tests fail: 30 - (2 + 6)
+    ("grace", F): (22, "graded", 10),
+    # the loop stops stall being defined: 30 - (2 + 6)
+    ("hedy", F): (22, "graded", 10),
     ("ivan", F): (30, "graded", 10), ("joan", F): (30, "graded", 10), ("linus", F): (30, "graded", 10),
     ("niklaus", F): (30, "graded", 10),
     ("katherine", F): (0, "ungradable", 0),
-    ("olga", F): (25, "graded", 10),  # os._exit in sequences_in_pool's cell [5]
+    ("olga", F): (23, "graded", 10),  # os._exit in sequences_in_pool's cell: 30 - (1 + 6)
     ("mallory", F): (0, "graded", 0),
-    ("margaret", F): (6, "graded", 10),  # the six visible tests, 1 point each
+    # the visible tests of the four graded exercises: 1 + 2 + 1 + 2
+    ("margaret", F): (6, "graded", 10),
 }
 # 08_measure: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_G = {
