@@ -17,7 +17,7 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPrep
 
 from course.grading.autograde import SandboxedExecute
 from course.grading.sandbox import SandboxLimits
-from course.kernels import ipc_prefix
+from course.grading.kernels import ipc_prefix
 from course.grading.limits import CapOutputBytes
 
 c = get_config()  # noqa: F821 - provided by traitlets when it loads this file
@@ -29,7 +29,7 @@ c.CourseDirectory.source_directory = "source"
 c.CourseDirectory.release_directory = "release"
 c.CourseDirectory.solution_directory = "solutions"  # nbgrader's default is "solution"
 
-# Kernels talk to nbgrader over Unix sockets, not TCP on localhost (course/kernels.py): no
+# Kernels talk to nbgrader over Unix sockets, not TCP on localhost (course/grading/kernels.py): no
 # "Kernel is running over TCP without encryption" warning from every kernel.
 c.KernelManager.transport = "ipc"
 c.KernelManager.ip = ipc_prefix()

@@ -31,7 +31,7 @@ from course import demo
 from course.grading import sandbox
 from course.build import execute
 from course.grade import grade
-from course.nbgrader_run import SOURCE
+from course.grading.nbgrader_run import SOURCE
 
 
 def sandbox_start(repeat: int = 20) -> tuple[float, float]:
@@ -75,7 +75,7 @@ def one_submission(assignment: str, repeat: int = 3) -> None:
 
     from course.grading import library_copy
     from course.grading import autograde
-    from course.nbgrader_run import RELEASE
+    from course.grading.nbgrader_run import RELEASE
 
     path = next((SOURCE / assignment).glob("*.ipynb"))
     notebook = json.loads(path.read_text(encoding="utf-8"))  # the reference answers, hidden tests in place

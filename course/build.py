@@ -29,9 +29,9 @@ from pathlib import Path
 
 from .grading.cells import HIDDEN, MARKERS
 from .grading.trusted import ASSERTS
-from .kernels import kernel_config, settled, unsettled
-from . import nbgrader_run
-from .nbgrader_run import assignments, nbgrader, notebooks, read_notebook, write_notebook
+from .grading.kernels import kernel_config, settled, unsettled
+from .grading import nbgrader_run
+from .grading.nbgrader_run import assignments, nbgrader, notebooks, read_notebook, write_notebook
 
 MEASURED = "measured"  # the tag of a cell whose outputs are measurements of the machine that ran it
 

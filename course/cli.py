@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 CONFIG = "nbgrader_config.py"
-from .nbgrader_run import INSTALLED
+from .grading.nbgrader_run import INSTALLED
 
 
 class CourseNotFound(RuntimeError):
@@ -34,7 +34,7 @@ def course_folder(given: str | None, cwd: Path | None = None) -> tuple[Path, str
 
 def _build(args) -> int:
     from .build import build, name_cells
-    from .nbgrader_run import assignments, notebooks
+    from .grading.nbgrader_run import assignments, notebooks
 
     if args.name_cells:
         for assignment in args.assignment or assignments():
@@ -60,8 +60,8 @@ def _build(args) -> int:
 def _grade(args) -> int:
     from .grade import Limits, NoSandbox, grade, start_over
     from .cluster import NoCluster
-    from .gradebook_db import BadDatabase
-    from .show import table
+    from .records.gradebook_db import BadDatabase
+    from .review.show import table
 
     out = Path(args.out)
     if args.fresh:
@@ -88,8 +88,8 @@ def _grade(args) -> int:
 
 def _intake_options(args) -> dict:
     """grade()'s options for submissions as they come: --roster, --assignment, --due."""
-    from .lateness import parse_due
-    from .nbgrader_run import assignments
+    from .records.lateness import parse_due
+    from .grading.nbgrader_run import assignments
 
     return {"roster": Path(args.roster) if args.roster else None, "assignment": args.assignment,
             "due": parse_due(args.due, assignments())}
@@ -97,8 +97,8 @@ def _intake_options(args) -> dict:
 
 def _intake_errors() -> tuple:
     from .grade import NoSubmissions
-    from .lateness import DueDateError
-    from .roster import RosterError
+    from .records.lateness import DueDateError
+    from .records.roster import RosterError
 
     return (NoSubmissions, DueDateError, RosterError, FileNotFoundError, ValueError)
 
@@ -143,8 +143,8 @@ def _pending_count(out: Path) -> int:
 
 
 def _formgrader(args) -> int:
-    from .formgrader import serve
-    from .graded import NotGraded
+    from .review.formgrader import serve
+    from .records.graded import NotGraded
 
     try:
         return serve(Path(args.out), port=args.port, token=args.token, lab=not args.no_lab)
@@ -154,8 +154,8 @@ def _formgrader(args) -> int:
 
 
 def _feedback(args) -> int:
-    from .feedback import regenerate
-    from .graded import NotGraded
+    from .review.feedback import regenerate
+    from .records.graded import NotGraded
 
     try:
         written = regenerate(Path(args.out), include_pending=args.all)
@@ -167,8 +167,8 @@ def _feedback(args) -> int:
 
 
 def _export(args) -> int:
-    from .export import FORMATS, export
-    from .graded import NotGraded
+    from .records.export import FORMATS, export
+    from .records.graded import NotGraded
 
     target = Path(args.output) if args.output else Path(args.out) / f"export-{args.format}.csv"
     try:
@@ -201,7 +201,7 @@ def _demo(args) -> int:
 
 
 def _check(args) -> int:
-    from .nbgrader_run import RELEASE, assignments
+    from .grading.nbgrader_run import RELEASE, assignments
     from .selfcheck import check
 
     notebook = Path(args.notebook)
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                     "systems' gradebook import layouts, one row per student. A score waiting for manual grading "
                     "or an ungradable submission is left blank (Moodle: '-'), never 0.")
     export.add_argument("out", nargs="?", default="graded", help="the graded course (default: graded)")
-    from .export import FORMATS  # noqa: E402 - light module, needed for the choices
+    from .records.export import FORMATS  # noqa: E402 - light module, needed for the choices
 
     export.add_argument("--format", choices=sorted(FORMATS), default="csv", help="default: csv")
     export.add_argument("--output", "-o", help="file to write (default: OUT/export-FORMAT.csv)")
@@ -340,9 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     except CourseNotFound as error:
         print(f"course: {error}", file=sys.stderr)
         return 2
-    from .nbgrader_run import use_course
+    from .grading.nbgrader_run import use_course
 
-    use_course(folder)  # every module reads the folder from course.nbgrader_run.course_root() when it needs it
+    use_course(folder)  # every module reads the folder from nbgrader_run.course_root() when it needs it
     print(f"course folder: {folder} ({why})", file=sys.stderr)
     return args.run(args)
 

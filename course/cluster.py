@@ -57,7 +57,7 @@ def run_on(address: str, jobs: list[tuple]) -> Iterator[tuple[str, dict[str, str
     """Run ``course.grade._autograde(*job)`` for each job on the cluster; yield (student, problems) as each ends."""
     from distributed import as_completed
 
-    from .nbgrader_run import ROOT
+    from .grading.nbgrader_run import ROOT
 
     client = _connect(address)
     try:
@@ -78,7 +78,7 @@ def run_on(address: str, jobs: list[tuple]) -> Iterator[tuple[str, dict[str, str
 
 def _remote(job: tuple, course_root: str) -> tuple[str, dict[str, str]]:
     """On a worker: the student's grading in a child process that dies, tree and all, if the worker does."""
-    from .nbgrader_run import VARIABLE
+    from .grading.nbgrader_run import VARIABLE
 
     env = dict(os.environ, **{VARIABLE: course_root})  # the child works on this course (nbgrader_run.course_root)
     done = subprocess.run([sys.executable, "-m", "course.cluster"], input=pickle.dumps(job), capture_output=True,

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import nbgrader_run
-from .nbgrader_run import assignments, read_notebook, write_notebook
+from .grading import nbgrader_run
+from .grading.nbgrader_run import assignments, read_notebook, write_notebook
 
 MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
 
@@ -560,7 +560,7 @@ def demo(out: Path, workers: int = 2, build_first: bool = True, no_sandbox: bool
     from .build import build
     from .grading import sandbox
     from .grade import NoSandbox, grade, start_over
-    from .show import table
+    from .review.show import table
 
     if build_first:
         report = build(validate_notebooks=False, log=lambda m: print(m, file=sys.stderr))

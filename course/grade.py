@@ -2,8 +2,8 @@
 
 Steps, each of which records rather than stops on a bad submission:
 1. read the hand-ins from a folder or zip as they come: an LMS download (Canvas, Moodle), nbgrader's
-   exchange, or ``<student>/<assignment>/<files>`` (course.intake), LMS ids mapped through a roster;
-2. keep a private nbgrader course in ``OUT/nbgrader`` (course.graded) and generate the
+   exchange, or ``<student>/<assignment>/<files>`` (course.records.intake), LMS ids mapped through a roster;
+2. keep a private nbgrader course in ``OUT/nbgrader`` (course.records.graded) and generate the
    assignments there when their source changed (this fills its gradebook);
 3. pre-flight every new or changed submission (course.grading.preflight); an unchanged one (same
    files, same source) keeps its grades and is not run again;
@@ -11,9 +11,9 @@ Steps, each of which records rather than stops on a bad submission:
    wall-clock and memory limit (course.grading.limits); inside it, nbgrader runs the student's kernel
    in a sandbox and the tests in its own process (course.grading.autograde), so the grade is computed
    where student code cannot reach.  Manual grades and comments already in the gradebook are
-   carried across (course.graded.keep_manual / restore_manual);
-5. write feedback for submissions with nothing left to grade by hand (course.feedback), then
-   grades.csv and report/ (course.report) for every submission the graded course has seen.
+   carried across (course.records.graded.keep_manual / restore_manual);
+5. write feedback for submissions with nothing left to grade by hand (course.review.feedback), then
+   grades.csv and report/ (course.review.report) for every submission the graded course has seen.
 
 Grading into an existing OUT merges: nothing is deleted; ``start_over`` (``--fresh``) is the only
 way to drop a previous grading.
@@ -29,13 +29,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from . import feedback, gradebook_db, graded, intake, lateness, report
+from .review import feedback, report
+from .records import gradebook_db, graded, intake, lateness
 from .grading import preflight
 from .grading import sandbox
 from .grading import warm_nbgrader
-from . import roster as roster_module
-from . import nbgrader_run
-from .nbgrader_run import assignments, command_args, environment, nbgrader, write_notebook
+from .records import roster as roster_module
+from .grading import nbgrader_run
+from .grading.nbgrader_run import assignments, command_args, environment, nbgrader, write_notebook
 
 GIB = 2**30
 
@@ -198,11 +199,11 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
           scheduler: str | None = None) -> list[report.Row]:
     """Grade the submissions under ``submissions`` into the graded course ``out``, merging with what is there.
 
-    ``submissions`` is a folder or zip in any layout course.intake reads; ``roster`` an LMS gradebook export
-    (course.roster); ``assignment`` the assignment of an LMS download whose notebook names do not say;
+    ``submissions`` is a folder or zip in any layout course.records.intake reads; ``roster`` an LMS gradebook export
+    (course.records.roster); ``assignment`` the assignment of an LMS download whose notebook names do not say;
     ``due`` assignment -> due time (ISO 8601), over the course's course.toml.  ``db``: the gradebook's database
-    URL for a first grading (course/gradebook_db.py; default: SQLite in OUT).  ``scheduler``: a Dask scheduler's
-    address: each student's autograde runs on its cluster (course/cluster.py).  Raises NoSubmissions when
+    URL for a first grading (course/records/gradebook_db.py; default: SQLite in OUT).  ``scheduler``: a Dask
+    scheduler's address: each student's autograde runs on its cluster (course/cluster.py).  Raises NoSubmissions when
     ``submissions`` holds no hand-in.  Returns one row per student and assignment of the graded course:
     this run's, every earlier one's, and a ``not submitted`` row where nothing came.
     """
@@ -301,7 +302,7 @@ def stale_release(root: Path, selected: list[str]) -> list[str]:
     """Where the course's release/ is older than source/: the graded course's release (generated from source/
     now) and release/ differ in a cell's id, type or text.  Grading reads source/, so the grades stand; what
     is stale is the notebook the students were given."""
-    from .nbgrader_run import read_notebook
+    from .grading.nbgrader_run import read_notebook
 
     def cells(path: Path) -> list[tuple]:
         return [(c.get("id"), c.get("cell_type"), "".join(c["source"]) if isinstance(c.get("source"), list)
@@ -324,7 +325,7 @@ def stale_release(root: Path, selected: list[str]) -> list[str]:
     return found
 
 
-# --- submissions as they come (course.intake) -----------------------------------------------------------
+# --- submissions as they come (course.records.intake) -----------------------------------------------------------
 
 
 class NoSubmissions(RuntimeError):

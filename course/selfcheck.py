@@ -16,9 +16,9 @@ from pathlib import Path
 
 from .grading import cells
 from .grading.trusted import ASSERTS
-from .kernels import kernel_config, settled, unsettled
-from . import nbgrader_run
-from .nbgrader_run import environment, read_notebook
+from .grading.kernels import kernel_config, settled, unsettled
+from .grading import nbgrader_run
+from .grading.nbgrader_run import environment, read_notebook
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -84,7 +84,7 @@ def check(path: Path, hidden: bool = False, timeout: int = 30, out=sys.stdout) -
     client = nbclient.NotebookClient(settled(notebook), timeout=timeout, kernel_name="python3", allow_errors=True,
                                      interrupt_on_timeout=True,
                                      resources={"metadata": {"path": str(path.parent.resolve())}},
-                                     config=kernel_config())  # IPC, not TCP: see course/kernels.py
+                                     config=kernel_config())  # IPC, not TCP: see course/grading/kernels.py
     client.execute()
     unsettled(notebook)
     earned = possible = 0.0

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from course import demo
-from course.nbgrader_run import RELEASE, SOURCE, read_notebook, write_notebook
+from course.grading.nbgrader_run import RELEASE, SOURCE, read_notebook, write_notebook
 
 ASSIGNMENT = "01_two_phases"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"

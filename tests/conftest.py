@@ -10,7 +10,7 @@ under a file lock shared by the workers of the run, the others wait and read its
 breaks again, the suite gets slower, not wrong.)
 
 A Ctrl-C (or a SIGTERM) stops every process the run started: nbgrader and the sandboxes run in sessions of
-their own (course.nbgrader_run), so the terminal's SIGINT never reaches them, and a grading thread would
+their own (course.grading.nbgrader_run), so the terminal's SIGINT never reaches them, and a grading thread would
 otherwise wait for them to finish.  Each pytest process, the controller and each worker, then kills its whole
 tree of descendants, again and again until it exits, so that a grading queued behind the one killed dies too.
 """

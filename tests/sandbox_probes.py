@@ -3,7 +3,7 @@
 
 import textwrap
 
-from course.nbgrader_run import ROOT
+from course.grading.nbgrader_run import ROOT
 
 PROBES = {
     "uid": "import os; print(os.getuid())",

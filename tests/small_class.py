@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from course import demo
-from course.nbgrader_run import ROOT
+from course.grading.nbgrader_run import ROOT
 
 A = "01_two_phases"
 WRITTEN = "written_faster_gpu"

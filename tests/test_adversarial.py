@@ -16,7 +16,7 @@ import pytest
 
 from course.grading import sandbox
 from course.grade import grade
-from course.nbgrader_run import SOURCE
+from course.grading.nbgrader_run import SOURCE
 from tests.adversarial import KINDS, write_submissions
 
 pytestmark = pytest.mark.slow

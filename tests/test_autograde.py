@@ -7,7 +7,7 @@ import pytest
 
 from course.grade import grade
 from course.grading import sandbox
-from course.nbgrader_run import SOURCE
+from course.grading.nbgrader_run import SOURCE
 
 pytestmark = pytest.mark.slow
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 def cascade(tmp_path_factory):
     """02 with one slip: kv_bytes_per_token forgets K and V (half the bytes); every later exercise calls it."""
     from course import demo
-    from course.nbgrader_run import RELEASE, read_notebook, write_notebook
+    from course.grading.nbgrader_run import RELEASE, read_notebook, write_notebook
 
     if sandbox.isolation() == sandbox.NO_SANDBOX:
         (pytest.fail if os.environ.get("CI") else pytest.skip)("no sandbox on this machine: " + sandbox.INSTALL_HINT)

@@ -11,7 +11,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from course.nbgrader_run import RELEASE, ROOT
+from course.grading.nbgrader_run import RELEASE, ROOT
 
 BINDER = ROOT / ".binder"
 

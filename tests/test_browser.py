@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from course.nbgrader_run import SOLUTIONS
+from course.grading.nbgrader_run import SOLUTIONS
 
 pytestmark = pytest.mark.slow
 

@@ -24,8 +24,8 @@ from matplotlib import pyplot as plt  # noqa: E402
 
 from course.build import (_by_source, _stable, build, check_points, check_readme_points, check_release,  # noqa: E402
                           check_source, failed_tests, name_cells, notebook_differences, update)
-from course.kernels import kernel_config  # noqa: E402
-from course.nbgrader_run import RELEASE, ROOT, SOLUTIONS, read_notebook, write_notebook  # noqa: E402
+from course.grading.kernels import kernel_config  # noqa: E402
+from course.grading.nbgrader_run import RELEASE, ROOT, SOLUTIONS, read_notebook, write_notebook  # noqa: E402
 from rooflab import plots  # noqa: E402
 
 FIGURES = SOLUTIONS / "04_crossover" / "04_crossover.ipynb"  # a solutions notebook with figures

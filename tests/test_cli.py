@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from course import demo
-from course.nbgrader_run import ROOT
+from course.grading.nbgrader_run import ROOT
 
 
 def course(*args):

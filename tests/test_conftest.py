@@ -20,7 +20,7 @@ from pathlib import Path
 
 from course.grading import sandbox
 from course.grade import grade
-from course.nbgrader_run import RELEASE
+from course.grading.nbgrader_run import RELEASE
 
 
 def test_a_long_grading(tmp_path):

@@ -15,7 +15,7 @@ import re
 import matplotlib
 import pytest
 
-from course.nbgrader_run import SOURCE, assignments
+from course.grading.nbgrader_run import SOURCE, assignments
 from rooflab import check, exercises
 from rooflab.check import MISTAKE_TAG
 

@@ -1,4 +1,4 @@
-"""course/export.py: the grades of the small class (tests/conftest.py's ``term``) in each format an LMS imports:
+"""course/records/export.py: the grades of the small class (tests/conftest.py's ``term``) in each format an LMS imports:
 plain CSV, Canvas and Moodle, with graded, pending and ungradable rows."""
 
 import csv

@@ -1,4 +1,4 @@
-"""course/feedback.py: the students' feedback pages of the small class (tests/conftest.py's ``term``): written
+"""course/review/feedback.py: the students' feedback pages of the small class (tests/conftest.py's ``term``): written
 again with the hand grade, and carrying the figures that reached the graded notebook."""
 
 import csv
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from course.nbgrader_run import SOLUTIONS
+from course.grading.nbgrader_run import SOLUTIONS
 from tests.conftest import SMALL_CLASS_GROUP
 from tests.small_class import A, course, grade_by_hand, page_of
 

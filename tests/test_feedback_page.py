@@ -3,7 +3,7 @@
 import base64
 import re
 
-from course.feedback_page import rewrite, svg_of
+from course.review.feedback_page import rewrite, svg_of
 
 PAGE = """<html><head><script src="https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/latest.js?config=TeX"> </script>
 <script type="text/x-mathjax-config">init_mathjax = function() {};</script></head>

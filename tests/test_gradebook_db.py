@@ -1,4 +1,4 @@
-"""The gradebook in PostgreSQL (course/gradebook_db.py): grading, a re-grade that keeps a manual score,
+"""The gradebook in PostgreSQL (course/records/gradebook_db.py): grading, a re-grade that keeps a manual score,
 feedback, formgrader's list and an export, all against a real server this test starts for itself.
 
 The class: ada (every answer right: 40 of 40 autograded) and dmitri (milliseconds for seconds: 36, as
@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from course import demo, gradebook_db
+from course import demo
+from course.records import gradebook_db
 from course.grade import grade, start_over
-from course.nbgrader_run import ROOT
+from course.grading.nbgrader_run import ROOT
 from tests.conftest import BARE
 
 A = "01_two_phases"
@@ -142,7 +143,7 @@ def test_without_a_url_the_gradebook_is_the_sqlite_file_beside_the_course(tmp_pa
 def test_grade_regrade_feedback_and_export_on_postgresql(postgres, tmp_path):
     from nbgrader.api import Gradebook
 
-    from course.formgrader import waiting
+    from course.review.formgrader import waiting
 
     class_ = tmp_path / "week1"
     demo.write_class(class_, selected=[A], students=[s for s in demo.CLASS if s.name in ("ada", "dmitri")])

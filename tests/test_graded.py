@@ -1,4 +1,4 @@
-"""course/graded.py: the graded course kept between runs: a re-grade merges (a hand grade survives an unchanged
+"""course/records/graded.py: the graded course kept between runs: a re-grade merges (a hand grade survives an unchanged
 answer and waits for a second look at a changed one), and a submission graded against a source that has changed
 since is graded again (the ledger's source digest).  On the small class of tests/conftest.py's ``term``."""
 

@@ -1,4 +1,4 @@
-"""Submissions as they come (course.intake) and LMS rosters (course.roster), on files shaped as each LMS names them.
+"""Submissions as they come (course.records.intake) and LMS rosters (course.records.roster), on files shaped as each LMS names them.
 
 The names follow the LMS's documented download layouts (docs/decisions.md, "Submissions as they come"):
 Canvas "<lastfirst>[_LATE]_<user id>_<submission id>_<file>", "-1" added to a resubmitted file's name; Moodle
@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from course import intake, lateness, roster
+from course.records import intake, lateness, roster
 
 A, B = "01_two_phases", "02_kv_cache"
 KNOWN = [A, B]

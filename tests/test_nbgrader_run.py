@@ -1,10 +1,11 @@
-"""course.nbgrader_run: the course folder is one setting, read when it is needed, not when a module is imported."""
+"""course.grading.nbgrader_run: the course folder is one setting, read when it is needed, not when a module is imported."""
 
 from pathlib import Path
 
 import pytest
 
-from course import graded, nbgrader_run
+from course.grading import nbgrader_run
+from course.records import graded
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def test_the_checkout_unless_another_folder_is_chosen(other_course):
 
 
 def test_a_module_imported_before_the_choice_works_on_the_chosen_folder(other_course):
-    # course.graded was imported above, with the checkout as the course; its source digest reads the new one
+    # course.records.graded was imported above, with the checkout as the course; its source digest reads the new one
     before = graded.source_digest("01_two_phases")
     nbgrader_run.use_course(other_course)
     assert graded.source_digest("99_tiny") != before

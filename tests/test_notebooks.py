@@ -10,7 +10,7 @@ import pytest
 import rooflab as rl
 from rooflab import calibration
 from course.build import ASSERTS, HIDDEN, check_source
-from course.nbgrader_run import RELEASE, SOLUTIONS, SOURCE, assignments
+from course.grading.nbgrader_run import RELEASE, SOLUTIONS, SOURCE, assignments
 
 ASSIGNMENTS = assignments()
 POINTS = {  # (autograded, written) points of each assignment

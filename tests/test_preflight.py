@@ -7,7 +7,7 @@ import pytest
 
 from course.grading import preflight
 from course.demo import answers_of, fill
-from course.nbgrader_run import RELEASE, SOURCE, read_notebook
+from course.grading.nbgrader_run import RELEASE, SOURCE, read_notebook
 
 ASSIGNMENT = "01_two_phases"
 

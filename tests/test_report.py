@@ -1,6 +1,6 @@
 """The grading report, from rows made by hand: three figures per assignment and a README with the numbers."""
 
-from course.report import Row, _report, exercises
+from course.review.report import Row, _report, exercises
 
 A = "01_two_phases"
 
@@ -61,7 +61,7 @@ def test_no_named_mistake_is_said_plainly(tmp_path):
 def test_a_blank_answer_is_counted_apart_from_unnamed_mistakes(tmp_path):
     import json
 
-    from course.report import _mistakes
+    from course.review.report import _mistakes
 
     def test_cell(grade_id, ename, evalue):
         return {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": grade_id}}, "source": "",
@@ -84,7 +84,7 @@ def test_a_blank_answer_is_counted_apart_from_unnamed_mistakes(tmp_path):
 def test_every_student_and_assignment_has_a_row_and_lateness_costs_what_the_policy_says(tmp_path):
     import json
 
-    from course.report import NOT_SUBMITTED, complete
+    from course.review.report import NOT_SUBMITTED, complete
 
     root = tmp_path / "nbgrader"
     root.mkdir()

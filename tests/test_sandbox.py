@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from course.nbgrader_run import ROOT
+from course.grading.nbgrader_run import ROOT
 from tests.sandbox_probes import PROBES, _notebook
 
 # slow; in one group with tests/test_kernel_runner.py, which reads the same probed sandbox (tests/conftest.py)

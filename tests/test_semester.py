@@ -23,9 +23,9 @@ import zipfile
 import pytest
 
 from course import demo
-from course.formgrader import free_port, get
+from course.review.formgrader import free_port, get
 from course.grade import grade
-from course.nbgrader_run import ROOT
+from course.grading.nbgrader_run import ROOT
 from tests.conftest import BARE, SMALL_CLASS_GROUP
 from tests.small_class import A, DB, WRITTEN, course, grade_by_hand, page_of, students, written
 

@@ -5,7 +5,7 @@ import subprocess
 import pytest
 
 from course.grading.warm_nbgrader import WarmNbgrader
-from course.nbgrader_run import course_root, environment
+from course.grading.nbgrader_run import course_root, environment
 
 pytestmark = pytest.mark.slow  # it starts nbgrader
 

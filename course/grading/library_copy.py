@@ -147,7 +147,7 @@ def invited(notebook: dict) -> set[str]:
 def _course_notebook(assignment: str) -> dict:
     import json
 
-    from ..nbgrader_run import SOURCE
+    from .nbgrader_run import SOURCE
 
     path = SOURCE / assignment / f"{assignment}.ipynb"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"cells": []}

@@ -35,7 +35,7 @@ from pathlib import Path
 PRELOAD = ("nbgrader.apps.nbgraderapp", "nbgrader.apps.autogradeapp", "nbgrader.api", "nbgrader.preprocessors",
            "nbconvert.preprocessors", "jupyter_client", "nbformat", "numpy", "pint", "rooflab", "rooflab.check",
            "rooflab.earlier", "rooflab.exercises", "course.grading.autograde", "course.grading.limits",
-           "course.kernels")
+           "course.grading.kernels")
 
 
 class WarmNbgrader:

@@ -106,7 +106,7 @@ def parse_due(options: list[str] | None, known: list[str]) -> dict[str, str]:
 def save_due(out: Path, due: dict[str, str] | None) -> Policy:
     """The policy of this run, kept in OUT/nbgrader/dates.json: course.toml's dates, under every ``--due`` given
     to this graded course so far (a later run need not repeat them), under this run's ``due``."""
-    from .nbgrader_run import ROOT
+    from ..grading.nbgrader_run import ROOT
 
     policy = course_policy(ROOT)
     root = Path(out).resolve() / "nbgrader"

@@ -23,11 +23,11 @@ from traitlets import Bool
 
 from . import feedback_page
 
-GRADER_NOTE = "rooflab_grader_note"  # as course.graded has it (kept import-light: nbgrader loads this module)
+GRADER_NOTE = "rooflab_grader_note"  # as course.records.graded has it (kept import-light: nbgrader loads this module)
 
 
 class DropGraderNotes(Preprocessor):
-    """Remove the rubric cells that `course grade` adds for formgrader (course.graded.add_grader_notes)."""
+    """Remove the rubric cells that `course grade` adds for formgrader (course.records.graded.add_grader_notes)."""
 
     enabled = Bool(True)  # nbconvert skips a preprocessor that is not enabled, silently
 
@@ -59,8 +59,8 @@ class Written:
 
 def write(rows, root: Path, out: Path, include_pending: bool = False) -> Written:
     """Generate and copy the pages for ``rows`` into ``out/feedback``."""
-    from .grade import _nbgrader_error
-    from .nbgrader_run import nbgrader
+    from ..grade import _nbgrader_error
+    from ..grading.nbgrader_run import nbgrader
 
     written = Written(folder=out / "feedback")
     by_assignment = defaultdict(list)
@@ -117,7 +117,8 @@ def _replace(folder: Path) -> None:
 
 def regenerate(out: Path, include_pending: bool = False) -> Written:
     """`course feedback OUT`: pages from the gradebook as it is now; grades.csv and report/ too."""
-    from . import graded, report
+    from ..records import graded
+    from . import report
 
     root = graded.root_of(out)
     graded.write_config(root)

@@ -90,10 +90,11 @@ class ExportError(ValueError):
 
 
 def lines_of(root: Path) -> list[Line]:
-    """Every student x every assignment of the graded course (course.report.complete), with names."""
+    """Every student x every assignment of the graded course (course.review.report.complete), with names."""
     from nbgrader.api import Gradebook
 
-    from . import graded, report
+    from . import graded
+    from ..review import report
     from .roster import Roster
 
     rows = report.complete(graded.read_rows(root), root)
@@ -181,7 +182,7 @@ def lms_names() -> dict[str, str]:
     """``[lms_names]`` of the course's course.toml: course assignment id -> the LMS's assignment name."""
     import tomllib
 
-    from .nbgrader_run import ROOT
+    from ..grading.nbgrader_run import ROOT
 
     path = ROOT / "course.toml"
     if not path.is_file():

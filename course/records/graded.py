@@ -21,8 +21,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import nbgrader_run
-from .nbgrader_run import read_notebook, write_notebook
+from ..grading import nbgrader_run
+from ..grading.nbgrader_run import read_notebook, write_notebook
 
 COURSE_ID = "rooflab"
 GRADER_NOTE = "rooflab_grader_note"  # cell metadata key of the rubric cells formgrader shows (never in feedback)
@@ -134,7 +134,7 @@ c.SandboxedExecute.record_dir = here + "/records"
 c.SandboxedExecute.release_dir = here + "/release"
 
 # The rubric cells shown to the grader in formgrader never reach a student's feedback page.
-from course.feedback import DropGraderNotes  # noqa: E402
+from course.review.feedback import DropGraderNotes  # noqa: E402
 
 _feedback = c.GenerateFeedback.preprocessors if isinstance(c.GenerateFeedback.preprocessors, list) else []
 c.GenerateFeedback.preprocessors = [DropGraderNotes] + [p for p in _feedback if p is not DropGraderNotes]
@@ -248,7 +248,7 @@ def add_grader_notes(root: Path, student: str, assignment: str) -> int:
     """After each written answer of an autograded notebook, a cell with the source's rubric and model answer.
 
     formgrader shows the autograded notebook, so the grader reads the rubric next to the answer;
-    feedback drops these cells (course.feedback.DropGraderNotes).  Returns how many cells were added.
+    feedback drops these cells (course.review.feedback.DropGraderNotes).  Returns how many cells were added.
     """
     added = 0
     for path in (root / "autograded" / student / assignment).glob("*.ipynb"):
@@ -291,7 +291,7 @@ class Outcome:
 
 def read_rows(root: Path, ledger: Ledger | None = None):
     """One report.Row per (student, assignment) in the ledger, scores and manual grades from the gradebook."""
-    from .report import collect_rows
+    from ..review.report import collect_rows
 
     ledger = ledger or Ledger.load(root)
     outcomes = [Outcome(s, a, list(e.notes), e.problem) for (s, a), e in sorted(ledger.entries.items())]

@@ -2,9 +2,9 @@
 
 formgrader reads the course config of the folder JupyterLab starts in, the gradebook that config
 names, and the assignments of its ``source/``.  A graded course's ``OUT/nbgrader`` has all three once
-``course grade`` has written its config (course.graded.write_config), so the server starts there, on
+``course grade`` has written its config (course.records.graded.write_config), so the server starts there, on
 127.0.0.1 with a token.  Before it starts, every autograded notebook gets the rubric and the model
-answer of each written answer next to it (course.graded.add_grader_notes): formgrader shows them to the
+answer of each written answer next to it (course.records.graded.add_grader_notes): formgrader shows them to the
 grader, feedback never shows them to the student.
 """
 
@@ -23,7 +23,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import graded
+from ..records import graded
 
 HOST = "127.0.0.1"
 
@@ -80,7 +80,7 @@ def command(root: Path, port: int, token: str) -> list[str]:
     args = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.ip={HOST}",
             f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
             '--IdentityProvider.cookie_options={"path": "/"}',
-            '--ServerApp.jpserver_extensions={"course.formgrader_page": True}',
+            '--ServerApp.jpserver_extensions={"course.review.formgrader_page": True}',
             f"--ServerApp.root_dir={root}"]
     if os.geteuid() == 0:
         args.append("--ServerApp.allow_root=True")  # a grading container often runs as root
@@ -105,7 +105,7 @@ def exchange_config(root: Path) -> Path:
 
 def start(root: Path, port: int, token: str, log=None) -> subprocess.Popen:
     """Start JupyterLab in ``root`` (its formgrader then finds the course config there)."""
-    from .nbgrader_run import environment
+    from ..grading.nbgrader_run import environment
 
     env = environment()
     env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(

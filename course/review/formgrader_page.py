@@ -67,7 +67,7 @@ class SaveErrorBanner(OutputTransform):
 
 
 def _jupyter_server_extension_points():
-    return [{"module": "course.formgrader_page"}]
+    return [{"module": "course.review.formgrader_page"}]
 
 
 def _load_jupyter_server_extension(serverapp) -> None:

@@ -32,7 +32,7 @@ INLINE = re.compile(r"(?<![\\$\w])\$(?![\s$])([^$\n]+?)(?<![\s\\])\$(?![\w$])")
 
 
 def finish(page, row=None) -> None:
-    """Rewrite the HTML file ``page`` in place (see the module's docstring); ``row`` a course.report.Row."""
+    """Rewrite the HTML file ``page`` in place (see the module's docstring); ``row`` a course.review.report.Row."""
     text = page.read_text(encoding="utf-8")
     page.write_text(rewrite(text, getattr(row, "late", ""), getattr(row, "late_penalty", 0.0)), encoding="utf-8")
 

@@ -112,7 +112,7 @@ def collect_rows(root: Path, outcomes, problems: dict, isolation: str | None = N
     from nbgrader.api import Gradebook, MissingEntry
 
     rows = []
-    from .graded import db_url
+    from ..records.graded import db_url
 
     with Gradebook(db_url(root), course_id="rooflab") as gradebook:
         maxima = {a.name: a.max_code_score for a in gradebook.assignments}
@@ -172,10 +172,10 @@ def complete(rows: list[Row], root: Path) -> list[Row]:
     """``rows`` with how late each hand-in was, and a ``not submitted`` row for every student and assignment
     that has none: students of the graded course and of its roster, assignments handed in or given a due date.
 
-    A late penalty (course.lateness, off by default) is taken off the autograded score, never below 0.
+    A late penalty (course.records.lateness, off by default) is taken off the autograded score, never below 0.
     """
-    from . import lateness
-    from .roster import Roster
+    from ..records import lateness
+    from ..records.roster import Roster
 
     policy = lateness.load_policy(root)
     handins = lateness.load_handins(root)
@@ -207,7 +207,7 @@ def _join(*parts: str) -> str:
 
 
 def write(rows: list[Row], root: Path, out: Path) -> None:
-    """grades.csv and report/ under ``out`` (feedback/ is course.feedback's)."""
+    """grades.csv and report/ under ``out`` (feedback/ is course.review.feedback's)."""
     with (out / "grades.csv").open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
@@ -218,7 +218,7 @@ def write(rows: list[Row], root: Path, out: Path) -> None:
 
 def exercises(assignment: str) -> dict[str, str]:
     """grade_id -> the heading it stands under in the source notebook ("Exercise 2: ..."), for grouping."""
-    from .nbgrader_run import SOURCE
+    from ..grading.nbgrader_run import SOURCE
 
     found = {}
     for path in sorted((SOURCE / assignment).glob("*.ipynb")):

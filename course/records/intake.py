@@ -12,7 +12,7 @@
 - the plain layout ``<student>/<assignment>/<files>``.
 
 An LMS download holds one assignment; which one is read from the notebook's name (the release notebook
-``01_two_phases.ipynb``, or ``--assignment``).  A ``--roster`` (course.roster) maps the LMS's ids and names to
+``01_two_phases.ipynb``, or ``--assignment``).  A ``--roster`` (course.records.roster) maps the LMS's ids and names to
 logins; without one a student is named from the file name.  Nothing is dropped silently: every file that
 is not part of a hand-in is returned in ``skipped`` with the reason.
 """

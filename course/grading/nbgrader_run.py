@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 # The checkout this package was installed from: the course folder unless another is chosen.
-INSTALLED = Path(__file__).resolve().parent.parent
+INSTALLED = Path(__file__).resolve().parents[2]
 VARIABLE = "ROOFLAB_COURSE"  # how a process this package starts (nbgrader, a cluster's grader) learns the folder
 _chosen: Path | None = None
 
@@ -70,10 +70,10 @@ def command_args(*args: str, root: Path | None = None) -> list[str]:
     """The arguments of ``nbgrader ARGS`` on the course root ``root`` (None: the course's own), gradebook included."""
     command = list(args)
     if root is not None:
-        from .gradebook_db import nbgrader_args as database_args
+        from ..records.gradebook_db import nbgrader_args as database_args
 
         command.append(f"--CourseDirectory.root={root}")
-        command += database_args(root)  # a graded course's PostgreSQL gradebook (course/gradebook_db.py)
+        command += database_args(root)  # a graded course's PostgreSQL gradebook (course/records/gradebook_db.py)
     return command
 
 

@@ -98,7 +98,7 @@ def configured() -> str | None:
     """The course config's ``c.CourseGrade.db_url`` (nbgrader_config.py of the course folder), if it sets one."""
     from traitlets.config.loader import PyFileConfigLoader
 
-    from .nbgrader_run import ROOT
+    from ..grading.nbgrader_run import ROOT
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
     value = config.CourseGrade.get("db_url") if "CourseGrade" in config else None
