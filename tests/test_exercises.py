@@ -105,11 +105,26 @@ def test_every_hint_is_for_a_listed_mistake():
     assert {(n, m) for n, hints in HINTS.items() for m in hints} <= set(LISTED)
 
 
+def _optional_exercises():
+    """Exercises checked only in an ungraded cell (a notebook's "Going further (optional, not graded)" section)."""
+    found = set()
+    for a in assignments():
+        for cell in _cells(a):
+            if cell["cell_type"] != "code" or _grading(cell).get("grade"):
+                continue
+            for node in ast.walk(ast.parse(cell["source"])):
+                if isinstance(node, ast.Call) and ast.unparse(node.func) == "check.exercise":
+                    found.add(node.args[0].value)
+    return found
+
+
 def test_every_exercise_has_listed_mistakes_and_is_used():
     used = {name for _, name, _ in VISIBLE}
     hidden = {name for a in assignments() for name, _, _ in _exercise_calls(a, visible=False)}
     registered = {e.name for e in exercises.all_exercises()}
-    assert used == registered == hidden
+    optional = _optional_exercises()
+    # a graded exercise has a visible and a hidden test; an optional one a plain check and no points
+    assert used == hidden == registered - optional and not optional & used
     assert set(MISTAKES) == registered, "every exercise lists the mistakes its visible cases catch"
     assert all(len(MISTAKES[name]) >= 2 for name in registered)
 
