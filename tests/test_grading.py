@@ -311,8 +311,8 @@ GRADED_CELLS = {  # graded cells of each assignment (test cells and written answ
     C: 12,
     D: 12,  # 6 visible and 6 hidden test cells and the written answer, one fewer as for the others
     E: 8,  # no written answer: 4 visible and 4 hidden test cells
-    H: 12,  # 12 test cells and the written answer, one fewer as for the others
-    F: 12,  # one fewer than the release's 13 cells with points, as for 01-05 (19 -> 18, 17 -> 16)
+    H: 8,  # 4 visible and 4 hidden test cells and the written answer, one fewer as for the others
+    F: 8,  # 4 visible and 4 hidden test cells and the written answer, one fewer (9 -> 8), as for 01-05
     G: 12,
 }
 
