@@ -178,6 +178,23 @@ def test_under_load_quotes_the_library():
     assert f"(your estimate: {estimate:.0f})" in shown and abs(estimate - h200_bend) <= 0.05 * h200_bend
 
 
+def test_quantization_aside_on_the_careful_count_holds():
+    """03's aside types both decode speed-ups at 2,000 tokens (ideal, so they may be typed): the student's count,
+    by hand here, and the library's; and the 16-bit table it blames, about a fifth of the student's INT4 bytes."""
+    aside = "".join(text(c) for c in cells(SOURCE, "03_quantization"))
+    assert "about 3.1x against 2.7x at 2,000\n> tokens" in aside
+    llama = rl.model("Llama-3-8B")
+    kv = 2000 * 2 * llama.layers * llama.kv_heads * llama.head_dim * 2             # bytes of the cache in FP16
+    table_and_head = llama.embedding_and_head_params * 2
+    fp16 = llama.total_params * 2 + kv
+    int4 = llama.non_embedding_params * (4 + 16 / 128) / 8 + table_and_head + kv  # groups of 128, 16-bit scales
+    assert round(fp16 / int4, 1) == 2.7
+    assert 0.15 < llama.embedding_params * 2 / int4 < 0.25
+    int4_precision = rl.Precision(weights="int4", kv="fp16", compute="fp16", group_size=128)
+    library = rl.decode_step(llama, "H100", 2000).time / rl.decode_step(llama, "H100", 2000, precision=int4_precision).time
+    assert round(library.m_as(""), 1) == 3.1
+
+
 def test_quantization_cheapest_story_holds():
     """03's text after Exercise 6 tells a story of four verdicts: at the ideal the T4 with INT4 weights at both loads,
     at typical the L4 with INT4 alone and the A100 in FP16 at 16 conversations; and INT4 slows a long prefill at
