@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--workers", type=int, default=2, help="students graded at once (default 2)")
     grade.add_argument("--out", default="graded", help="the graded course: grades.csv, feedback/, report/ and "
                                                        "nbgrader/ (the gradebook) go here (default: graded)")
-    grade.add_argument("--timeout", type=float, default=300, help="seconds one student may take")
+    grade.add_argument("--timeout", type=float, default=300, help="seconds one student's assignment may take to grade")
     grade.add_argument("--memory", type=float, default=4, help="GiB one student's grading may use")
     grade.add_argument("--feedback-now", action="store_true",
                        help="write feedback also for submissions whose written answers are not graded yet "

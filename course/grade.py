@@ -99,16 +99,19 @@ def _autograde(student: str, work: list[str], root: Path, limits: Limits, isolat
     batches = [("*", work)] if sorted(work) == present else [(a, [a]) for a in work]
     problems = {}
     for pattern, covered in batches:
-        problem = _autograde_one(student, pattern, root, limits, isolation, submissions, warm)
+        problem = _autograde_one(student, pattern, root, limits, isolation, submissions, warm, len(covered))
         if problem:
             problems.update({a: problem for a in covered})
     return student, problems
 
 
 def _autograde_one(student: str, pattern: str, root: Path, limits: Limits, isolation: str,
-                   submissions: Path, warm: warm_nbgrader.Pool | None = None) -> str | None:
+                   submissions: Path, warm: warm_nbgrader.Pool | None = None, assignments: int = 1) -> str | None:
     # the limits of nbgrader's own process (the kernel's are the sandbox's): memory, processes, no file cap
     memory, processes, file_bytes = limits.memory_bytes, 4 * limits.processes, 2**40
+    # the wall limit is per assignment: a process grading all of a student's assignments gets it for each
+    # (one student's eight, each with a hanging cell, ran past a single 300 s on a loaded machine)
+    wall = limits.wall_seconds * assignments
     course = nbgrader_run.course_root()
     hide = ":".join(str(p) for p in (root, course / "source", course / "solutions", course / "release", submissions,
                                      course / ".git", Path.home(), Path(tempfile.gettempdir())))
@@ -125,12 +128,12 @@ def _autograde_one(student: str, pattern: str, root: Path, limits: Limits, isola
             f"--SandboxedExecute.release_dir={root / 'release'}")
     try:
         if warm is not None:
-            done = warm.get().run(command_args(*args, root=root), memory, processes, file_bytes, limits.wall_seconds)
+            done = warm.get().run(command_args(*args, root=root), memory, processes, file_bytes, wall)
         else:
             prefix = [sys.executable, "-m", "course.grading.limits", str(memory), str(processes), str(file_bytes), "--"]
-            done = nbgrader(*args, root=root, timeout=limits.wall_seconds, prefix=prefix)
+            done = nbgrader(*args, root=root, timeout=wall, prefix=prefix)
     except subprocess.TimeoutExpired:
-        return f"grading took longer than {limits.wall_seconds:.0f} s and was stopped"
+        return f"grading took longer than {wall:.0f} s ({limits.wall_seconds:.0f} s an assignment) and was stopped"
     except OSError as error:
         return f"the grader could not start: {error}"
     if done.returncode != 0:

@@ -64,3 +64,18 @@ def test_a_changed_source_regrades_what_was_graded_against_it(term, term_copy, t
         "ada": (40, "graded", 0), "dmitri": (36, "graded", 10), "katherine": (0, "ungradable", 0)}
     assert written(term_copy, "ada") == (6, False, "kept")  # same answer: the manual grade stands
     assert json.loads((term_copy / "nbgrader" / "ledger.json").read_text())["sources"][A] != ledger["sources"][A]
+
+
+def test_a_grading_run_that_was_stopped_is_a_reason_not_a_zero(term):
+    """nbgrader's run for ada stopped (a time limit): the notebook it left may be there, but the row says why
+    (ungradable, the reason) rather than showing its zeros as a grade."""
+    from course.records.graded import Ledger, read_rows
+
+    root = term[0] / "nbgrader"
+    ledger = Ledger.load(root)
+    assert ledger.entries["ada", A].grader_problem is None
+    ledger.entries["ada", A].grader_problem = "grading took longer than 300 s (300 s an assignment) and was stopped"
+    rows = {r.student: r for r in read_rows(root, ledger)}  # the ledger changed in memory only
+    assert (rows["ada"].score, rows["ada"].status) == (0.0, "ungradable")
+    assert "took longer than 300 s" in rows["ada"].reason
+    assert rows["dmitri"].status == "graded"  # the others as graded

@@ -49,7 +49,7 @@ class SandboxLimits:
     """What grading one submission may use: the one definition (course.grade.Limits, SandboxedExecute's settings
     and nbgrader_config.py's cell timeout take their defaults from here)."""
 
-    wall_seconds: float = 300.0  # the whole autograde process of one student
+    wall_seconds: float = 300.0  # one student's autograde of one assignment (a process doing several: each)
     cell_seconds: float = 10.0  # one cell, or one request of the grader
     memory_bytes: int = 4 * 2**30  # address space of each process
     processes: int = 64  # processes and threads of the sandbox's own user

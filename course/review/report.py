@@ -123,6 +123,13 @@ def collect_rows(root: Path, outcomes, problems: dict, isolation: str | None = N
                 rows.append(Row(outcome.student, outcome.assignment, 0.0, top, 0.0, "ungradable",
                                 _join(outcome.problem, reason)))
                 continue
+            failed = problems.get((outcome.student, outcome.assignment))
+            if failed:
+                # nbgrader's run stopped (a time limit, a crash): a notebook it left behind is partial, so the
+                # row says why rather than showing its zeros as a grade (the run is retried next time)
+                rows.append(Row(outcome.student, outcome.assignment, 0.0, top, 0.0, "ungradable",
+                                _join(failed, reason)))
+                continue
             graded = list((root / "autograded" / outcome.student / outcome.assignment).glob("*.ipynb"))
             try:
                 submission = gradebook.find_submission(outcome.assignment, outcome.student)
