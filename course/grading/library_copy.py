@@ -95,9 +95,8 @@ def _definitions(tree: ast.Module, module: str) -> dict[str, ast.AST]:
     return found
 
 
-def _module_aliases(tree: ast.Module) -> set[str]:
+def _module_aliases(tree: ast.Module, package_modules: set[str]) -> set[str]:
     """Names a module binds to modules (``import numpy as np``, ``from . import serving``), anywhere in it."""
-    package_modules = {m.split(".")[-1] for m in _modules()}
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -169,9 +168,10 @@ def plan(assignment: str, library: Path = LIBRARY, notebook: dict | None = None)
              if not m.startswith("exercises.")}
     definitions: dict[str, ast.AST] = {}
     aliases: dict[str, set[str]] = {}
+    package_modules = {m.split(".")[-1] for m in _modules(library)}
     for module, tree in trees.items():
         definitions.update(_definitions(tree, module))
-        aliases[module] = _module_aliases(tree)
+        aliases[module] = _module_aliases(tree, package_modules)
     candidates = {c for c in _candidates(assignment) if c in definitions}
     kept: dict[str, str] = {c: "the course's answers" for c in candidates if c.rpartition(".")[2] in answers_use}
     while True:
