@@ -158,6 +158,35 @@ def test_exercise_runs_the_visible_cases_and_names_the_failing_one(capsys):
         check.exercise("prefil_flops", prefill_flops)
 
 
+def test_what_you_derived_shows_only_after_the_visible_cases_pass_in_a_notebook(monkeypatch):
+    from dataclasses import replace
+
+    import IPython
+    import IPython.display
+    from rooflab import exercises
+
+    shown = []
+    spec = replace(exercises.get("prefill_flops"), derived="$F = 2PN$")
+    monkeypatch.setitem(exercises._EXERCISES, "prefill_flops", spec)
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj.data))
+
+    def prefill_flops(model, prompt_len):
+        return Q_(2 * model.active_non_embedding_params * prompt_len
+                  + 2 * model.layers * model.attention_width * prompt_len**2 + 2 * model.d_model * model.vocab, "FLOP")
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    check.exercise("prefill_flops", prefill_flops)
+    assert shown == []  # a script or the grader: nothing rendered
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    with pytest.raises(check.WrongAnswer):
+        check.exercise("prefill_flops", lambda m, n: prefill_flops(m, n) / 2)
+    assert shown == []  # not before the answer is right
+    check.exercise("prefill_flops", prefill_flops, cases=[("Gemma-2B", 7)])
+    assert shown == []  # nor on hidden cases
+    check.exercise("prefill_flops", prefill_flops)
+    assert shown == ["**What you derived.** $F = 2PN$"]
+
+
 def test_predictions_are_recorded_and_revealed_not_graded(capsys):
     check.record("compute_bound_phase", "decoding")
     assert "Noted: compute_bound_phase = 'decode'" in capsys.readouterr().out

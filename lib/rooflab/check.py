@@ -617,6 +617,20 @@ def exercise(name: str, *answers, cases: list | None = None) -> None:
                 raise
             _hidden_case_failed(checked, case, str(error))
     print(f"{checked}: {len(cases)} case{'s' if len(cases) != 1 else ''} right.")
+    if spec.derived and not hidden:
+        _show_derived(spec.derived)
+
+
+def _show_derived(text: str) -> None:
+    """Show an exercise's "what you derived" Markdown under its check, rendered, in a notebook kernel only: a
+    grader or a script has no use for it (and would print its LaTeX raw)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        display(Markdown("**What you derived.** " + text))
 
 
 # Whether a failed hidden case's message shows the expected value: a course setting (SandboxedExecute.show_expected

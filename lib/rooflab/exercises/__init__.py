@@ -132,6 +132,9 @@ class Exercise:
     run: Callable
     visible: tuple
     derive: bool | tuple[str, ...] = False
+    #: Markdown shown under the check once every visible case passes: the formula the student arrived at, kept
+    #: out of the notebook so that it cannot be read before the answer is written.
+    derived: str = ""
 
     def built_on(self) -> set[str]:
         """Names of :mod:`rooflab.earlier`'s functions from assignments before this one: a derivation may use them."""
@@ -173,13 +176,15 @@ class Question:
     revisited_in: str = ""
 
 
-def exercise(name: str, assignment: str, visible: list, derive: bool | tuple[str, ...] = False) -> Callable:
-    """Register the decorated ``run(answers, case, ref, rl)`` as the exercise ``name``."""
+def exercise(name: str, assignment: str, visible: list, derive: bool | tuple[str, ...] = False,
+             derived: str = "") -> Callable:
+    """Register the decorated ``run(answers, case, ref, rl)`` as the exercise ``name``; ``derived`` (Markdown) is
+    shown once the visible cases pass."""
 
     def register(run: Callable) -> Callable:
         if name in _EXERCISES:
             raise ValueError(f"exercise {name!r} is registered twice")
-        _EXERCISES[name] = Exercise(name, assignment, run, tuple(visible), derive)
+        _EXERCISES[name] = Exercise(name, assignment, run, tuple(visible), derive, derived.strip())
         return run
 
     return register
