@@ -16,6 +16,7 @@ import numpy as np
 import rooflab as rl
 from rooflab import Q_
 from rooflab.check import PRECISION_NOT_PASSED, QUANTITY_FOR_NUMBER
+from rooflab.exercises import tail as tail07
 from rooflab.exercises.two_phases import (FP16_PEAK, MEMORY_AT_FP16, NO_EMBEDDING, OUTPUT_STEPS, REQUEST_AT_FP16, TIE,
                                          TOTAL_FOR_ACTIVE)
 
@@ -1295,12 +1296,13 @@ def _saved(first_counts=False, whole=True):
     return prefix_tokens_saved
 
 
-def _speedup(s, verify_batch=lambda b, k: b * (k + 1), drafts=True):
+def _speedup(s, verify_batch=lambda b, k: b * (k + 1), drafts=True, draft_steps=lambda k: k, draft_is_target=False):
     def spec_speedup(model, device, draft, context_len, batch, draft_len, acceptance):
         def step(m, b):
             return rl.decode_step(m, device, context_len, b, efficiency="ideal", allow_overflow=True).time
-        cost = step(model, verify_batch(batch, draft_len)) + (draft_len * step(draft, batch) if drafts else 0 * step(
-            draft, batch))
+        proposer = model if draft_is_target else draft
+        cost = step(model, verify_batch(batch, draft_len)) + (
+            draft_steps(draft_len) * step(proposer, batch) if drafts else 0 * step(draft, batch))
         return (s["tokens_per_step"](acceptance, draft_len) * step(model, batch) / cost).m_as("")
     return spec_speedup
 
@@ -1334,6 +1336,8 @@ MISTAKES.update({
         "ideal for typical efficiency": lambda s: (_stall(s, efficiency="ideal"),),
         "O for O - 1 in the share": lambda s: (_stall(s, share=lambda b, o: min(1.0, b / o)),),
         "the share not capped at 1": lambda s: (_stall(s, share=lambda b, o: b / (o - 1)),),
+        "the Poisson share of steps with an arrival, 1 - e^-x": lambda s: (
+            _stall(s, share=lambda b, o: 1 - math.exp(-b / (o - 1))),),
         "the step priced at the prompt length, not the mean context (mean_context)": lambda s: (
             _stall(s, at_prompt=True),),
     },
@@ -1352,9 +1356,16 @@ MISTAKES.update({
         "a^k for a^(k+1): the target's own token forgotten": lambda s: (
             lambda a, k: (1 - a ** k) / (1 - a), s["spec_speedup"]),
         "1 + k a: drafts after a rejection counted": lambda s: (lambda a, k: 1 + k * a, s["spec_speedup"]),
+        "the target's own token left out": lambda s: (lambda a, k: (a - a ** (k + 1)) / (1 - a), s["spec_speedup"]),
+        "every draft kept: k + 1": lambda s: (lambda a, k: k + 1.0, s["spec_speedup"]),
+        "the series summed without end: 1 / (1 - a)": lambda s: (lambda a, k: 1 / (1 - a), s["spec_speedup"]),
         "the draft's steps left out": lambda s: (s["tokens_per_step"], _speedup(s, drafts=False)),
         "the check priced at the batch, not batch x (k + 1)": lambda s: (
             s["tokens_per_step"], _speedup(s, verify_batch=lambda b, k: b)),
+        "the draft run once, not k times": lambda s: (s["tokens_per_step"], _speedup(s, draft_steps=lambda k: 1)),
+        "the draft priced as the target": lambda s: (s["tokens_per_step"], _speedup(s, draft_is_target=True)),
+        "the speed-up upside down": lambda s: (
+            s["tokens_per_step"], lambda *args: 1 / s["spec_speedup"](*args)),
     },
     "highest_rate": {
         "p50 for p99": lambda s: (_highest(s, lambda run: run.itl.p50),),
@@ -1377,6 +1388,22 @@ HINTS.update({
         "the prefill alone, without the step it stalls": "the prefill alone, without the step it stalls",
         "the step priced at the prompt length, not the mean context (mean_context)":
             "the step priced at the prompt length, not the mean context (mean_context)",
+        "the Poisson share of steps with an arrival, 1 - e^-x": tail07.POISSON,
+    },
+    # The undictated derivation: every likely route off the formula gets its own name.
+    "speculation": {
+        "a^k for a^(k+1): the target's own token forgotten": tail07.SERIES_SHORT,
+        "1 + k a: drafts after a rejection counted":
+            "1 + k a: a draft counted after a rejected one (the j-th counts only if all before it were right)",
+        "the target's own token left out": tail07.OWN_TOKEN,
+        "every draft kept: k + 1": tail07.ALL_OR_ENDLESS,  # the visible a = 0.8, k = 4 gives 5 either way
+        "the series summed without end: 1 / (1 - a)": tail07.ALL_OR_ENDLESS,
+        "the draft's steps left out": "the draft's steps left out",
+        "the check priced at the batch, not batch x (k + 1)":
+            "the check priced as a pass at batch B; it carries k + 1 tokens of every sequence, B(k + 1)",
+        "the draft run once, not k times": "the draft run once; it proposes its k tokens one step each",
+        "the draft priced as the target": "the draft's steps priced with the target model",
+        "the speed-up upside down": "a ratio upside down",
     },
     "sequences_in_pool": {
         "tokens not rounded up to whole blocks": "tokens not rounded up to whole blocks",

@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 import rooflab as rl
-from rooflab import calibration
+from rooflab import calibration, exercises
 from course.build import ASSERTS, HIDDEN, check_source
 from course.grading.nbgrader_run import RELEASE, SOLUTIONS, SOURCE, assignments
 
@@ -303,6 +303,17 @@ def test_tail_worked_examples_print_the_library_and_type_none_of_its_figures():
     re-sourced), so its text types none of them and its worked cells ask the library."""
     source = cells(SOURCE, "07_tail")
     shown = "".join(text(cell) for cell in source if cell["cell_type"] == "markdown")
+    # The formulas live in the exercises' derived text (shown under a passing check), not in a cell above the answer.
+    assert "What you derived" not in shown
+    derived = {name: exercises.get(name).derived for name in
+               ("mean_wait", "stall", "sequences_in_pool", "speculation", "prefix_tokens_saved")}
+    assert all(derived.values())
+    assert "B / (O - 1)" not in shown and r"\frac{1 - a^{k+1}}" not in shown
+    # Hand arithmetic typed in the derived text: (1 - 0.8^5) / (1 - 0.8) = (1 - 0.32768) / 0.2 = 3.3616 tokens a step;
+    # at x = 0.5 arrivals a step, 1 - e^-0.5 = 1 - 0.6065 = 0.3935 of steps see at least one.
+    assert "3.36 at $a = 0.8$, $k = 4$" in derived["speculation"] and round((1 - 0.8 ** 5) / 0.2, 2) == 3.36
+    assert "(0.39 at $x = 0.5$)" in derived["stall"] and round(1 - math.exp(-0.5), 2) == 0.39
+    shown += "".join(derived.values())
     tokens = rl.memory_budget("Llama-3-8B", "H100", 1, gpu_memory_utilization=0.9).max_tokens
     step = rl.decode_step("Mistral-7B", "A100-80GB", 1099, 32, efficiency="typical").time.m_as("ms")
     prefill = rl.prefill("Mistral-7B", "A100-80GB", 1000, efficiency="typical").time.m_as("ms")
