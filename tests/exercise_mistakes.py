@@ -1389,6 +1389,10 @@ HINTS.update({
         "the step priced at the prompt length, not the mean context (mean_context)":
             "the step priced at the prompt length, not the mean context (mean_context)",
         "the Poisson share of steps with an arrival, 1 - e^-x": tail07.POISSON,
+        "O for O - 1 in the share":
+            "O for O - 1: a request spends O - 1 steps in the batch (its first token comes from the prefill)",
+        "the share not capped at 1":
+            "the share not capped at 1: a step carries a prefill or not, so at most every step is stalled",
     },
     # The undictated derivation: every likely route off the formula gets its own name.
     "speculation": {

@@ -125,7 +125,7 @@ def _wait_at_90(ref):
 A request spends $O - 1$ decode steps in the batch (its first token comes from the prefill), so by Little's law in
 steps $B / (O - 1)$ requests finish, and as many arrive, per step (assignment 5's $k$):
 
-$$ \text{stalled gap} = T_\text{step}\big(B, \text{mean\_context}(P, O)\big) + T_\text{prefill}(P), \qquad
+$$ \text{stalled gap} = T_\text{step}\big(B, P + \tfrac{O - 2}{2}\big) + T_\text{prefill}(P), \qquad
 \text{share of steps stalled} = \min\Big(1, \frac{B}{O - 1}\Big). $$
 
 *Why not $1 - e^{-x}$?* With Poisson arrivals at $x = B/(O - 1)$ a step, the share of steps that see *at least one*
@@ -148,7 +148,11 @@ def _stall(answers, case, ref, rl):
              mistakes={"the prefill alone, without the step it stalls": (pre.time / expected).m_as(""),
                        AT_PROMPT: ((at_prompt.time + pre.time) / expected).m_as("")})
     x = batch / (output_len - 1)
-    number(share, min(1.0, x), f"{call}[1] (the share of steps stalled)", rel=0.001,
+    slips = {"O for O - 1: a request spends O - 1 steps in the batch (its first token comes from the prefill)":
+             (output_len - 1) / output_len}
+    if x > 1:
+        slips["the share not capped at 1: a step carries a prefill or not, so at most every step is stalled"] = x
+    number(share, min(1.0, x), f"{call}[1] (the share of steps stalled)", rel=0.001, mistakes=slips,
            also_wrong={POISSON: 1 - math.exp(-x)})
 
 
