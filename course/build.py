@@ -189,6 +189,38 @@ def _merge_streams(outputs: list) -> list:
     return merged
 
 
+def _cores() -> int:
+    """The cores this process may run on."""
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _pool(workers: int):
+    """A pool of ``workers`` processes for notebook runs (spawned, not forked: the caller may hold threads)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _run_reference_and_blank(path: Path, released: Path, validate_notebooks: bool) -> tuple[dict, list[str]]:
+    """Execute the source notebook ``path`` (the reference) and, if it ran clean, check that its tests pass and
+    that the blank ``released`` notebook fails each of its own; return the executed notebook and the problems."""
+    executed = execute(path, allow_errors=True)
+    problems = errors(executed, path.name)
+    if validate_notebooks and not problems:
+        cells = {c["metadata"].get("nbgrader", {}).get("grade_id"): c for c in executed["cells"]}
+        for failure in failed_tests(executed):  # what nbgrader would not score: stderr, say
+            problems.append(f"{_where(path.name, cells.get(failure['grade_id'], {}))}: the "
+                            f"reference fails its test: {_failure(failure['output'])}")
+        # Hidden-only test cells are empty in the release, so they pass there; they are graded with their
+        # tests restored (see tests/test_grading.py).
+        passed = [c for c in validate(released, invert=True).get("passed", []) if ASSERTS.search(c["source"])]
+        problems += _by_source(released, passed, "the blank release passes this test")
+    return executed, problems
+
+
 def validate(path: Path, invert: bool = False) -> dict:
     """nbgrader's Validator: ``{}`` when every test passes (or, inverted, when every test fails)."""
     import nbformat
@@ -341,6 +373,7 @@ def build(selected: list[str] | None = None, validate_notebooks: bool = True, lo
             if done.returncode != 0:
                 report.problems.append(f"{pattern}: generate_assignment failed: {_nbgrader_line(done)}")
                 return report
+        jobs = []  # (assignment, source notebook, its release), in course order
         for assignment in chosen:
             for path in notebooks(assignment):
                 released = scratch / "release" / assignment / path.name
@@ -348,23 +381,21 @@ def build(selected: list[str] | None = None, validate_notebooks: bool = True, lo
                     report.problems.append(f"{path.name}: generate_assignment wrote no release notebook")
                     continue
                 report.problems += check_release(path, released)
-                log(f"{assignment}: executing {path.name}")
-                executed = execute(path, allow_errors=True)
-                failures = errors(executed, path.name)
-                report.problems += failures
+                jobs.append((assignment, path, released))
+        # Each notebook runs in kernels of its own, so the runs go side by side, one per core; the results are
+        # read in course order, so the report does not depend on which finished first.
+        workers = max(1, min(len(jobs), _cores()))
+        log(f"executing {len(jobs)} notebook{'s' if len(jobs) != 1 else ''}, {workers} at a time")
+        with _pool(workers) as pool:
+            runs = [pool.submit(_run_reference_and_blank, path, released, validate_notebooks)
+                    for _, path, released in jobs]
+            for (assignment, path, _), run in zip(jobs, runs):
+                log(f"{assignment}: ran {path.name}" + (", checked the reference and the blank release"
+                                                       if validate_notebooks else ""))
+                executed, problems = run.result()
+                report.problems += problems
                 write_notebook(executed, scratch / "solutions" / assignment / path.name)
-                if validate_notebooks and not failures:
-                    log(f"{assignment}: checking the reference and the blank release")
-                    cells = {c["metadata"].get("nbgrader", {}).get("grade_id"): c for c in executed["cells"]}
-                    for failure in failed_tests(executed):  # what nbgrader would not score: stderr, say
-                        report.problems.append(f"{_where(path.name, cells.get(failure['grade_id'], {}))}: the "
-                                               f"reference fails its test: {_failure(failure['output'])}")
-                    # Hidden-only test cells are empty in the release, so they pass there; they are
-                    # graded with their tests restored (see tests/test_grading.py).
-                    passed = [c for c in validate(released, invert=True).get("passed", [])
-                              if ASSERTS.search(c["source"])]
-                    report.problems += _by_source(released, passed, "the blank release passes this test")
-            report.built.append(assignment)
+        report.built += [a for a in chosen if notebooks(a)]
         if selected is None:
             report.problems += check_readme_points(nbgrader_run.ROOT / "README.md", totals)
         if report.problems:
