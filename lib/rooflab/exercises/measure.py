@@ -68,9 +68,25 @@ def _label(spec) -> str:
     return spec if isinstance(spec, str) else f"{spec[0]} ({spec[1]:g} GFLOP/s, {spec[2]:g} GB/s)"
 
 
+#: Shown under Exercise 1's check once it passes (the formula is kept out of the notebook until then).
+TTFT_DERIVED = r"""
+For a prompt of $N$ tokens of a model with $P$ active non-embedding parameters (the FLOPs) and $W$ non-embedding
+parameters (the bytes; $W = P$ for a dense model), $L$ layers, attention width $A$, KV width
+$K$ = `kv_heads * head_dim`, width $d$ and vocabulary $V$, at 4 bytes a value:
+
+$$\text{TTFT} = \max\Big(\tfrac{2PN}{\text{peak}}, \tfrac{4(W + Nd)}{\text{BW}}\Big)
++ \max\Big(\tfrac{2LAN^2}{\text{peak}}, \tfrac{4 \cdot 2LKN}{\text{BW}}\Big)
++ \max\Big(\tfrac{2dV}{\text{peak}}, \tfrac{4dV}{\text{BW}}\Big)$$
+
+Attention: $N^2/2$ query-key pairs a layer, each a multiply-add per element of $A$ for the score and as many for
+the weighted values ($4A$ FLOPs), and every token's K and V written once. Head: one token's logits, each of its
+$dV$ weights read once. The library's `rl.prefill(model, device, N, precision="fp32").time` is this sum.
+"""
+
+
 # -- Exercise 1: the TTFT the roofline predicts --------------------------------------------------------------
 
-@exercise("ttft_roofline", A, derive=True, visible=[
+@exercise("ttft_roofline", A, derive=True, derived=TTFT_DERIVED, visible=[
     # (model, device, prompt_len)
     # The worked example's model on a calibrated laptop at 64 tokens: the body is compute-bound, the head
     # memory-bound, so one max over the summed FLOPs and bytes fails, and so does the head computed for every
@@ -93,9 +109,26 @@ def _ttft_roofline(answers, case, ref, rl):
              rel=EXACT)
 
 
+#: Shown under Exercise 2's check once it passes.
+STEP_DERIVED = r"""
+For $B$ sequences at context $c$ (the tokens cached before the step), in the notation of Exercise 1, with
+$K_b = 4 \cdot 2LK$ bytes of cache a token:
+
+$$\text{TPOT} = t_\text{step} = \max\Big(\tfrac{2PB}{\text{peak}}, \tfrac{4(W + Bd)}{\text{BW}}\Big)
++ \max\Big(\tfrac{4LAcB}{\text{peak}}, \tfrac{B(c + 1)K_b}{\text{BW}}\Big)
++ \max\Big(\tfrac{2dVB}{\text{peak}}, \tfrac{4dV}{\text{BW}}\Big)$$
+
+Every FLOP grows with the batch; the weights of the body and the head are read once for the whole step, the
+caches once for each sequence (its $c$ cached tokens read, its new token's K and V written). So the body turns
+compute-bound once $2PB/\text{peak} \ge 4W/\text{BW}$, at about $B = 2r$ sequences for a dense model, $r$ the
+ridge point in FLOP/B: hundreds on a GPU in 16-bit, a handful on a CPU in fp32. The library's
+`rl.decode_step(model, device, c, B, "fp32").time` is this sum.
+"""
+
+
 # -- Exercise 2: the time per output token the roofline predicts -----------------------------------------------
 
-@exercise("step_roofline", A, derive=True, visible=[
+@exercise("step_roofline", A, derive=True, derived=STEP_DERIVED, visible=[
     # (model, device, context_len, batch)
     # Batch 1 on the laptop: memory-bound, so fp16's 2 bytes a value is off by 2 and a forgotten head by 15%.
     (TINY, LAPTOP, 16, 1),
@@ -306,9 +339,19 @@ def _decode_batching(ref):
             "calibrated bandwidth), which batch 1 pays for one token and batch 16 shares among 16.")
 
 
+#: Shown under Exercise 4's check once it passes.
+UTILISATION_DERIVED = r"""
+$\text{MFU} = \dfrac{\text{FLOPs of the prefill}}{\text{TTFT} \times \text{peak}}$ with all three operations'
+FLOPs, $2PN + 2LAN^2 + 2dV$; $\text{MBU} = \dfrac{\text{bytes of the step}}{\text{TPOT} \times \text{BW}}$ with
+Exercise 2's bytes, $4(W + Bd) + B(c + 1)K_b + 4dV$. Both are fractions of a roof, between 0 and 1. For your own
+decode profile the 9 steps ran at contexts 8 to 16 (the prompt, then one more token each step), a mean of 12: a
+step's bytes grow in proportion to its context, so the mean step's bytes are those at context 12.
+"""
+
+
 # -- Exercise 4: MFU and MBU ---------------------------------------------------------------------------------
 
-@exercise("utilisation", A, derive=True, visible=[
+@exercise("utilisation", A, derive=True, derived=UTILISATION_DERIVED, visible=[
     # ("mfu", model, device, prompt_len, TTFT in ms): a 256-token prefill on the laptop: a percentage, ms for s,
     # the fp16 peak, FLOPs for the body only (the attention is 2.2%, the head 0.3%: only together caught)
     ("mfu", TINY, LAPTOP, 256, 300.0),
@@ -375,9 +418,23 @@ def _own_utilisation(answers, case, ref, rl):
               f"{margin:g} where the calibration itself was slowed by other programs). Calibrate and measure again.")
 
 
+#: Shown under Exercise 5's check once it passes.
+CROSSOVER_DERIVED = r"""
+The body is compute-bound from the first whole $N$ with $2PN / \text{peak} \ge 4(W + Nd) / \text{BW}$, that is
+
+$$N \ge \frac{4W r}{2P - 4d\,r}, \qquad r = \text{peak} / \text{BW} \text{ (the ridge point)},$$
+
+rounded up. Both sides are straight lines in $N$: the compute line rises by $2P$/peak a token, the memory line by
+the token's embedding row, $4d$/BW. For a dense model ($P = W$, $d \ll P$) it is about $2r$ tokens, since a token
+brings 2 FLOPs for every 4-byte weight. When $2P \le 4d\,r$ the compute line never catches up, and a length above
+`model.max_context` does not count: `math.inf` in both cases. The library's version is
+`rl.prefill_compute_bound_len(model, device, precision="fp32")`.
+"""
+
+
 # -- Exercise 5: where prefill turns compute-bound ------------------------------------------------------------
 
-@exercise("compute_bound_len", A, derive=True, visible=[
+@exercise("compute_bound_len", A, derive=True, derived=CROSSOVER_DERIVED, visible=[
     # (model, device): the laptop: 11 tokens, where the ridge point alone (2 x 5 FLOP/B ...) says 10: the
     # embedding rows a prompt reads are left out; fp16's 2 bytes a value gives 6 (half the bytes)
     (TINY, LAPTOP),
