@@ -1504,6 +1504,7 @@ MISTAKES.update({
         "logits for every prompt token": lambda s: (_ttft07(head_every_token=True),),
         "attention left out": lambda s: (_ttft07(attention=0),),
         "attention counted in full, not causal": lambda s: (_ttft07(attention=2),),
+        "attention's scores counted, its weighted values left out": lambda s: (_ttft07(attention=0.5),),
         "the embedding table and head read with the body": lambda s: (_ttft07(weights="all"),),
         "the fp16 peak": lambda s: (_ttft07(peak="fp16"),),
         "a bare number where a quantity is asked": lambda s: (lambda m, d, n: s["ttft_roofline"](m, d, n).m_as("s"),),
@@ -1552,4 +1553,23 @@ MISTAKES.update({
         "the ridge point taken for the length": lambda s: (
             lambda m, d: math.ceil((d.peak_flops("fp32") / d.memory_bandwidth).m_as("FLOP/B")),),
     },
+})
+
+
+# 08: the derivations are undictated, so each route through the count is named by the check (also_wrong=); where
+# the first case that fails cannot tell two routes apart, both are named.
+HINTS.update({
+    "ttft_roofline": {m: m for m in (
+        "2 bytes a value (fp16), not 4", "the head left out", "logits for every prompt token", "attention left out",
+        "attention counted in full, not causal", "attention's scores counted, its weighted values left out",
+        "the embedding table and head read with the body")} | {
+        "one max over the whole pass, not a sum over its operations":
+            "one max over the whole pass, not a sum over its operations; or the head left out"},
+    "step_roofline": {m: m for m in (
+        "weights read once per sequence", "FLOPs of one sequence for the batch", "one sequence's cache for the batch's",
+        "2 bytes a value (fp16), not 4", "the head read once per sequence")},
+    "utilisation": {m: m for m in ("FLOPs of the body alone", "the caches left out", "weights read once per sequence")},
+    "compute_bound_len": {m: m for m in ("2 bytes a value (fp16), not 4", "the ridge point taken for the length")} | {
+        "a negative length where it never turns compute-bound": "never compute-bound: inf",
+        "the model's context not checked": "never compute-bound: inf"},
 })

@@ -64,57 +64,179 @@ def _calling(function, call: str, rl, *args):
           "numpy multiplies in: use device.peak_flops(\"fp32\") (a GPU's FP32 rate too).", "the fp16 peak")
 
 
+# -- The slips the derivations name (check's also_wrong=): each a route a student can take through the count ----
+
+ONE_MAX = "one max over the whole pass, not a sum over its operations"
+HALF_BYTES = "2 bytes a value (fp16), not 4"
+NO_HEAD = "the head left out"
+HEAD_EVERY_TOKEN = "logits for every prompt token"
+NO_ATTENTION = "attention left out"
+FULL_SQUARE = "attention counted in full, not causal"
+SCORES_ONLY = "attention's scores counted, its weighted values left out"
+TABLE_WITH_BODY = "the embedding table and head read with the body"
+WEIGHTS_PER_SEQUENCE = "weights read once per sequence"
+ONE_SEQUENCE_FLOPS = "FLOPs of one sequence for the batch"
+ONE_CACHE = "one sequence's cache for the batch's"
+HEAD_PER_SEQUENCE = "the head read once per sequence"
+BODY_FLOPS_ONLY = "FLOPs of the body alone"
+NO_CACHES = "the caches left out"
+
+
+def _ops(device, parts, one_max: bool = False) -> float:
+    """Seconds for (FLOPs, bytes) operations run one after another: the sum of each one's longer time (one max over
+    the totals with ``one_max``)."""
+    peak, bandwidth = device.peak_flops(FP32).m_as("FLOP/s"), device.memory_bandwidth.m_as("B/s")
+    if one_max:
+        return max(sum(f for f, _ in parts) / peak, sum(b for _, b in parts) / bandwidth)
+    return sum(max(f / peak, b / bandwidth) for f, b in parts)
+
+
+def _prefill_parts(m, n: int, per_value=4, attention=1.0, head_tokens=1, weights=None, head=True) -> list:
+    """(FLOPs, bytes) of a prefill's body, attention and head in fp32, with the named slips as parameters."""
+    kv = 2 * m.layers * m.kv_heads * m.head_dim
+    parts = [(2 * m.active_non_embedding_params * n,
+              per_value * ((m.non_embedding_params if weights is None else weights) + n * m.d_model)),
+             (attention * 2 * m.layers * m.attention_width * n * n, per_value * n * kv)]
+    if head:
+        parts.append((2 * m.d_model * m.vocab * head_tokens, per_value * m.vocab * m.d_model))
+    return parts
+
+
+def _step_parts(m, c: int, b: int, per_value=4, weight_reads=1, flop_tokens=None, caches=None, head_reads=1,
+                with_caches=True) -> list:
+    """(FLOPs, bytes) of a decode step's body, attention and head in fp32, with the named slips as parameters."""
+    kv = 2 * m.layers * m.kv_heads * m.head_dim
+    tokens = b if flop_tokens is None else flop_tokens
+    cached = b if caches is None else caches
+    return [(tokens * 2 * m.active_non_embedding_params, per_value * (weight_reads * m.non_embedding_params + b * m.d_model)),
+            (tokens * 4 * m.layers * m.attention_width * c, per_value * cached * (c + 1) * kv if with_caches else 0),
+            (tokens * 2 * m.d_model * m.vocab, per_value * head_reads * m.vocab * m.d_model)]
+
+
+def _prefill_slips(ref, m, d, n: int) -> dict:
+    """The TTFT each named slip gives, as quantities (an entry equal to the right answer is left out)."""
+    s = lambda parts, one_max=False: ref.Q_(_ops(d, parts, one_max), "s")  # noqa: E731
+    return {ONE_MAX: s(_prefill_parts(m, n), True), HALF_BYTES: s(_prefill_parts(m, n, per_value=2)),
+            NO_ATTENTION: s(_prefill_parts(m, n, attention=0)), FULL_SQUARE: s(_prefill_parts(m, n, attention=2)),
+            SCORES_ONLY: s(_prefill_parts(m, n, attention=0.5)), NO_HEAD: s(_prefill_parts(m, n, head=False)),
+            HEAD_EVERY_TOKEN: s(_prefill_parts(m, n, head_tokens=n)),
+            TABLE_WITH_BODY: s(_prefill_parts(m, n, weights=m.total_params))}
+
+
+def _step_slips(ref, m, d, c: int, b: int) -> dict:
+    """The step time each named slip gives, as quantities."""
+    s = lambda parts: ref.Q_(_ops(d, parts), "s")  # noqa: E731
+    return {WEIGHTS_PER_SEQUENCE: s(_step_parts(m, c, b, weight_reads=b)),
+            ONE_SEQUENCE_FLOPS: s(_step_parts(m, c, b, flop_tokens=1)),
+            ONE_CACHE: s(_step_parts(m, c, b, caches=1)), HALF_BYTES: s(_step_parts(m, c, b, per_value=2)),
+            HEAD_PER_SEQUENCE: s(_step_parts(m, c, b, head_reads=b))}
+
+
+def _named(slips: dict, expected, rel: float = EXACT) -> dict:
+    """The slips that differ from the right answer beyond the tolerance; slips this case cannot tell apart (within
+    the tolerance of each other) are named together ("one; or the other"), so no hint names the wrong one alone."""
+    value = lambda v: v.m_as("s") if hasattr(v, "units") else float(v)  # noqa: E731
+    right = value(expected)
+    groups: list[tuple[list, list]] = []  # (names, their values)
+    for name, v in slips.items():
+        if abs(value(v) / right - 1) <= rel:
+            continue
+        for names, values in groups:
+            if any(abs(value(v) / value(w) - 1) <= 2 * rel for w in values):
+                names.append(name)
+                values.append(v)
+                break
+        else:
+            groups.append(([name], [v]))
+    return {"; or ".join(names): tuple(values) for names, values in groups}
+
+
 def _label(spec) -> str:
     return spec if isinstance(spec, str) else f"{spec[0]} ({spec[1]:g} GFLOP/s, {spec[2]:g} GB/s)"
 
 
+#: Shown under Exercise 1's check once it passes (the formula is kept out of the notebook until then).
+TTFT_DERIVED = r"""
+For a prompt of $N$ tokens of a model with $P$ active non-embedding parameters (the FLOPs) and $W$ non-embedding
+parameters (the bytes; $W = P$ for a dense model), $L$ layers, attention width $A$, KV width
+$K$ = `kv_heads * head_dim`, width $d$ and vocabulary $V$, at 4 bytes a value:
+
+$$\text{TTFT} = \max\Big(\tfrac{2PN}{\text{peak}}, \tfrac{4(W + Nd)}{\text{BW}}\Big)
++ \max\Big(\tfrac{2LAN^2}{\text{peak}}, \tfrac{4 \cdot 2LKN}{\text{BW}}\Big)
++ \max\Big(\tfrac{2dV}{\text{peak}}, \tfrac{4dV}{\text{BW}}\Big)$$
+
+Attention: $N^2/2$ query-key pairs a layer, each a multiply-add per element of $A$ for the score and as many for
+the weighted values ($4A$ FLOPs), and every token's K and V written once. Head: one token's logits, each of its
+$dV$ weights read once. The library's `rl.prefill(model, device, N, precision="fp32").time` is this sum.
+"""
+
+
 # -- Exercise 1: the TTFT the roofline predicts --------------------------------------------------------------
 
-@exercise("ttft_roofline", A, derive=True, visible=[
-    # (model, device, prompt_len)
-    # The worked example's model on a calibrated laptop at 64 tokens: the body is compute-bound, the head
-    # memory-bound, so one max over the summed FLOPs and bytes fails, and so does the head computed for every
-    # prompt token (64 x its FLOPs make it compute-bound).
-    (TINY, LAPTOP, 64),
+@exercise("ttft_roofline", A, derive=True, derived=TTFT_DERIVED, visible=[
+    # (model, device, prompt_len), in the order that names each slip alone where it can
     # One token: every part memory-bound, so 2 bytes a value (fp16) is off by 2, the head left out by 15%, the
     # embedding table counted with the body weights by 7%.
     (TINY, LAPTOP, 1),
-    # A catalogue GPU at its FP32 rate, 1,024 tokens: attention is 4.5% of the time, so leaving it out, or
-    # counting the whole N x N square (not the causal half), fails.
+    # A catalogue GPU at its FP32 rate, 1,024 tokens: attention is 4.5% of the time, so leaving it out, counting
+    # the whole N x N square (not the causal half), or its scores alone (half of it), fails; so does the head
+    # computed for every prompt token.
     ("TinyLlama", "A100-80GB", 1024),
+    # The worked example's model on a calibrated laptop at 64 tokens: the body is compute-bound, the head
+    # memory-bound, so one max over the summed FLOPs and bytes fails (here as the head left out would).
+    (TINY, LAPTOP, 64),
 ])
 def _ttft_roofline(answers, case, ref, rl):
     __tracebackhide__ = True
     (ttft_roofline,) = answers
     name, device, prompt_len = case
-    expected = ref.prefill(_model(ref, name), _device(ref, device), prompt_len, precision=FP32).time
+    model, dev = _model(ref, name), _device(ref, device)
+    expected = ref.prefill(model, dev, prompt_len, precision=FP32).time
     call = f"ttft_roofline({name}, {_label(device)}, {prompt_len})"
+    # the derivation is undictated: each route through the count that the cases tell apart is named
     quantity(_calling(ttft_roofline, call, rl, _model(rl, name), _device(rl, device), prompt_len), expected, call,
-             rel=EXACT)
+             rel=EXACT, also_wrong=_named(_prefill_slips(ref, model, dev, prompt_len), expected))
+
+
+#: Shown under Exercise 2's check once it passes.
+STEP_DERIVED = r"""
+For $B$ sequences at context $c$ (the tokens cached before the step), in the notation of Exercise 1, with
+$K_b = 4 \cdot 2LK$ bytes of cache a token:
+
+$$\text{TPOT} = t_\text{step} = \max\Big(\tfrac{2PB}{\text{peak}}, \tfrac{4(W + Bd)}{\text{BW}}\Big)
++ \max\Big(\tfrac{4LAcB}{\text{peak}}, \tfrac{B(c + 1)K_b}{\text{BW}}\Big)
++ \max\Big(\tfrac{2dVB}{\text{peak}}, \tfrac{4dV}{\text{BW}}\Big)$$
+
+Every FLOP grows with the batch; the weights of the body and the head are read once for the whole step, the
+caches once for each sequence (its $c$ cached tokens read, its new token's K and V written). So the body turns
+compute-bound once $2PB/\text{peak} \ge 4W/\text{BW}$, at about $B = 2r$ sequences for a dense model, $r$ the
+ridge point in FLOP/B: hundreds on a GPU in 16-bit, a handful on a CPU in fp32. The library's
+`rl.decode_step(model, device, c, B, "fp32").time` is this sum.
+"""
 
 
 # -- Exercise 2: the time per output token the roofline predicts -----------------------------------------------
 
-@exercise("step_roofline", A, derive=True, visible=[
-    # (model, device, context_len, batch)
+@exercise("step_roofline", A, derive=True, derived=STEP_DERIVED, visible=[
+    # (model, device, context_len, batch), in the order that names each slip alone where it can
     # Batch 1 on the laptop: memory-bound, so fp16's 2 bytes a value is off by 2 and a forgotten head by 15%.
     (TINY, LAPTOP, 16, 1),
-    # Batch 16 on the laptop: the body turns compute-bound (16 tokens x 2 FLOPs per 4-byte weight = 8 FLOP/B,
-    # above the ridge point of 5), so FLOPs for one sequence, or weights read once per sequence, fail.
-    (TINY, LAPTOP, 16, 16),
     # 64 sequences of 2,000 tokens on an A100 in FP32: the caches are a third of the step, so one sequence's
     # cache for the batch's, or the caches left out, fail.
     ("TinyLlama", "A100-80GB", 2000, 64),
+    # Batch 16 on the laptop: the body turns compute-bound (16 tokens x 2 FLOPs per 4-byte weight = 8 FLOP/B,
+    # above the ridge point of 5), so FLOPs for one sequence, or weights read once per sequence, fail.
+    (TINY, LAPTOP, 16, 16),
 ])
 def _step_roofline(answers, case, ref, rl):
     __tracebackhide__ = True
     (step_roofline,) = answers
     name, device, context_len, batch = case
-    expected = ref.decode_step(_model(ref, name), _device(ref, device), context_len, batch, FP32,
-                               allow_overflow=True).time
+    model, dev = _model(ref, name), _device(ref, device)
+    expected = ref.decode_step(model, dev, context_len, batch, FP32, allow_overflow=True).time
     call = f"step_roofline({name}, {_label(device)}, {context_len}, {batch})"
     quantity(_calling(step_roofline, call, rl, _model(rl, name), _device(rl, device), context_len, batch), expected,
-             call, rel=EXACT)
+             call, rel=EXACT, also_wrong=_named(_step_slips(ref, model, dev, context_len, batch), expected))
 
 
 # -- Exercise 3: the two profiles, taken -----------------------------------------------------------------------
@@ -306,9 +428,19 @@ def _decode_batching(ref):
             "calibrated bandwidth), which batch 1 pays for one token and batch 16 shares among 16.")
 
 
+#: Shown under Exercise 4's check once it passes.
+UTILISATION_DERIVED = r"""
+$\text{MFU} = \dfrac{\text{FLOPs of the prefill}}{\text{TTFT} \times \text{peak}}$ with all three operations'
+FLOPs, $2PN + 2LAN^2 + 2dV$; $\text{MBU} = \dfrac{\text{bytes of the step}}{\text{TPOT} \times \text{BW}}$ with
+Exercise 2's bytes, $4(W + Bd) + B(c + 1)K_b + 4dV$. Both are fractions of a roof, between 0 and 1. For your own
+decode profile the 9 steps ran at contexts 8 to 16 (the prompt, then one more token each step), a mean of 12: a
+step's bytes grow in proportion to its context, so the mean step's bytes are those at context 12.
+"""
+
+
 # -- Exercise 4: MFU and MBU ---------------------------------------------------------------------------------
 
-@exercise("utilisation", A, derive=True, visible=[
+@exercise("utilisation", A, derive=True, derived=UTILISATION_DERIVED, visible=[
     # ("mfu", model, device, prompt_len, TTFT in ms): a 256-token prefill on the laptop: a percentage, ms for s,
     # the fp16 peak, FLOPs for the body only (the attention is 2.2%, the head 0.3%: only together caught)
     ("mfu", TINY, LAPTOP, 256, 300.0),
@@ -330,16 +462,22 @@ def _utilisation(answers, case, ref, rl):
         prompt_len, ms = args
         flops = ref.prefill(_model(ref, name), dev, prompt_len, precision=FP32).flops
         expected = (flops / ref.Q_(ms, "ms") / dev.peak_flops(FP32)).m_as("")
+        body = _prefill_parts(_model(ref, name), prompt_len)[0][0] / (ms / 1e3) / dev.peak_flops(FP32).m_as("FLOP/s")
         call = f"mfu({name}, {_label(device)}, {prompt_len}, {ms:g} ms)"
         number(_calling(mfu, call, rl, _model(rl, name), _device(rl, device), prompt_len, rl.Q_(ms, "ms")), expected,
-               call, rel=EXACT, mistakes=slips)
+               call, rel=EXACT, mistakes=slips, also_wrong={BODY_FLOPS_ONLY: body})
         return
     context_len, batch, ms = args
     nbytes = ref.decode_step(_model(ref, name), dev, context_len, batch, FP32, allow_overflow=True).bytes
     expected = (nbytes / ref.Q_(ms, "ms") / dev.memory_bandwidth).m_as("")
+    per_second = (ms / 1e3) * dev.memory_bandwidth.m_as("B/s")
+    m = _model(ref, name)
+    wrong = {NO_CACHES: sum(b for _, b in _step_parts(m, context_len, batch, with_caches=False)) / per_second,
+             WEIGHTS_PER_SEQUENCE: sum(b for _, b in _step_parts(m, context_len, batch, weight_reads=batch)) / per_second}
     call = f"mbu({name}, {_label(device)}, {context_len}, {batch}, {ms:g} ms)"
     number(_calling(mbu, call, rl, _model(rl, name), _device(rl, device), context_len, batch, rl.Q_(ms, "ms")),
-           expected, call, rel=EXACT, mistakes=slips)
+           expected, call, rel=EXACT, mistakes=slips,
+           also_wrong={k: v for k, v in wrong.items() if abs(v / expected - 1) > EXACT})
 
 
 @exercise("own_utilisation", A, visible=[("prefill",), ("decode",)])
@@ -375,9 +513,23 @@ def _own_utilisation(answers, case, ref, rl):
               f"{margin:g} where the calibration itself was slowed by other programs). Calibrate and measure again.")
 
 
+#: Shown under Exercise 5's check once it passes.
+CROSSOVER_DERIVED = r"""
+The body is compute-bound from the first whole $N$ with $2PN / \text{peak} \ge 4(W + Nd) / \text{BW}$, that is
+
+$$N \ge \frac{4W r}{2P - 4d\,r}, \qquad r = \text{peak} / \text{BW} \text{ (the ridge point)},$$
+
+rounded up. Both sides are straight lines in $N$: the compute line rises by $2P$/peak a token, the memory line by
+the token's embedding row, $4d$/BW. For a dense model ($P = W$, $d \ll P$) it is about $2r$ tokens, since a token
+brings 2 FLOPs for every 4-byte weight. When $2P \le 4d\,r$ the compute line never catches up, and a length above
+`model.max_context` does not count: `math.inf` in both cases. The library's version is
+`rl.prefill_compute_bound_len(model, device, precision="fp32")`.
+"""
+
+
 # -- Exercise 5: where prefill turns compute-bound ------------------------------------------------------------
 
-@exercise("compute_bound_len", A, derive=True, visible=[
+@exercise("compute_bound_len", A, derive=True, derived=CROSSOVER_DERIVED, visible=[
     # (model, device): the laptop: 11 tokens, where the ridge point alone (2 x 5 FLOP/B ...) says 10: the
     # embedding rows a prompt reads are left out; fp16's 2 bytes a value gives 6 (half the bytes)
     (TINY, LAPTOP),
@@ -408,6 +560,17 @@ def _compute_bound_len(answers, case, ref, rl):
               "token adds bytes too) and compare your length with model.max_context.", "never compute-bound: inf")
     if math.isinf(answer) or answer < 0:
         _fail(f"{call} = {answer:g}, expected {expected:g} tokens: the body does turn compute-bound here.")
+    ridge = _device(ref, device).ridge_point(FP32).m_as("FLOP/B")
+    if not math.isinf(expected) and answer == math.ceil(ridge) and answer != expected:
+        _fail(f"{call} = {answer:g}, expected {expected:g}: {answer:g} is the ridge point in FLOP/B, not a length. "
+              "Write the body's compute time and memory time as functions of N and find where the first reaches "
+              "the second.", "the ridge point taken for the length")
+    m = _model(ref, name)
+    p, w, d = m.active_non_embedding_params, m.non_embedding_params, m.d_model
+    if 2 * p - 2 * d * ridge > 0 and answer == math.ceil(2 * w * ridge / (2 * p - 2 * d * ridge)) != expected:
+        _fail(f"{call} = {answer:g}, expected {expected:g}: the length the body would have at 2 bytes a value "
+              "(fp16). In fp32, as numpy multiplies here, every weight and embedding value is 4 bytes.",
+              "2 bytes a value (fp16), not 4")
     if abs(answer - expected) <= 2:
         _fail(f"{call} = {answer:g}, expected {expected:g}: {abs(answer - expected):g} "
               f"{'too many' if answer > expected else 'too few'}. The prompt's own embedding rows are read too "
