@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 import rooflab as rl
-from rooflab import calibration
+from rooflab import calibration, exercises
 from course.build import ASSERTS, HIDDEN, check_source
 from course.grading.nbgrader_run import RELEASE, SOLUTIONS, SOURCE, assignments
 
@@ -220,7 +220,7 @@ def test_quantization_cheapest_story_holds():
 
 def test_quantization_matrix_cell_shows_what_its_text_says():
     """03's numpy cell quantizes a 512 x 4,096 matrix in groups: the bytes it prints are the hand count (two 4-bit
-    codes a byte; one 2-byte scale a group), Exercise 1's reveal quotes groups of 128 as 4.125 bits from them, and
+    codes a byte; one 2-byte scale a group), Exercise 1's derived text quotes groups of 128 as 4.125 bits from them, and
     the error falls as the groups shrink (the reading after it says so)."""
     solved = {c["id"]: c for c in cells(SOLUTIONS, "03_quantization")}
     shown = text_of(solved["quantize_matrix"])
@@ -230,8 +230,9 @@ def test_quantization_matrix_cell_shows_what_its_text_says():
         assert f"groups of {group:4}: codes {codes:,} B + scales {scales:,} B" in shown
     errors = [int(e) for e in re.findall(r"error (\d+)%", shown)]
     assert len(errors) == 3 and errors[0] < errors[1] < errors[2]
-    reveal = text(next(c for c in cells(SOURCE, "03_quantization") if c["id"] == "ex1_formula"))
-    assert "4.125 bits: the 1,081,344 B" in reveal and "2,097,152 weights" in reveal
+    derived = exercises.get("quantized_weight_bytes").derived  # shown under Exercise 1's check once it passes
+    assert "4.125 bits: the matrix above stored\n1,048,576 B of codes and 32,768 B of scales" in derived
+    assert "over its 2,097,152 weights" in derived
     assert (1_048_576 + 32_768) * 8 / weights == 4.125
 
 
