@@ -110,7 +110,10 @@ def _decode_parts(answers, case, ref, rl):
     m = ref.model(name)
     expected = ref.decode_step(name, "H100", 4000, 1, precision, allow_overflow=True).parts["attention"].intensity
     quantity(attention_intensity(rl.model(name), precision), expected, f"attention_intensity({name}, {precision!r})",
-             mistakes={"query heads for KV heads": m.heads / m.kv_heads, **_precision_slips(precision, ref)})
+             mistakes={"query heads for KV heads": m.heads / m.kv_heads, **_precision_slips(precision, ref)},
+             # halved at 8 bits is the precision first; at 16 bits it can only be a product left out
+             also_wrong={} if ref.bytes_per_element(precision) == 1 else {
+                 "one of attention's two products (QK^T or AV) left out": expected / 2})
     if len(case) == 2:  # (model, precision): the intensity alone
         return
     _, device, context, batch, _ = case
@@ -129,8 +132,10 @@ def _decode_parts(answers, case, ref, rl):
         accept["head"] = (expected["head"],)
         expected["head"] = max(ref.Q_(batch * 2 * m.d_model * m.vocab, "FLOP") / d.peak_flops(precision),
                                ref.Q_(m.d_model * m.vocab, "B") / d.memory_bandwidth).to("s")
+    slips = _part_slips(ref, name, device, context, batch, precision)
     for operation in ("body", "attention", "head"):
         quantity(parts[operation], expected[operation], f"{call}[{operation!r}]", accept=accept.get(operation, ()),
+                 also_wrong=slips[operation],
                  # at 8 bits a doubled part is the precision first: the fp16 cases name a missing K or V before
                  mistakes={**_precision_slips(precision, ref), "forgot K or V in the cache": 2,
                            "per sequence for per batch": batch})
@@ -200,6 +205,51 @@ def _moe_decode(answers, case, ref, rl):
               "attention projections. The experts' FLOPs are those of the k experts each token picks, while the "
               "batch reads every expert some token picked: count both.", "the experts priced like a dense matrix")
     number(answer, _moe_crossing(ref, name, device, precision), call, rel=1e-9)
+
+
+def _part_slips(ref, name, device, context, batch, precision) -> dict[str, dict]:
+    """The times each likely slip gives each operation of Exercise 2 (operation -> {slip: time}): Exercise 2 is the
+    notebook's undictated derivation, so every route a student may take is named by the term it gets wrong."""
+    m, d = ref.model(name), ref.hardware(device)
+    peak, bandwidth = d.peak_flops(precision), d.memory_bandwidth
+    per_value = ref.bytes_per_element(precision)
+    flops = {"body": batch * 2 * m.active_non_embedding_params, "attention": batch * 4 * m.layers
+             * m.attention_width * context, "head": batch * 2 * m.d_model * m.vocab}
+    nbytes = {"body": m.non_embedding_params * per_value, "head": m.d_model * m.vocab * per_value,
+              "attention": batch * context * m.kv_bytes_per_token(precision).m_as("B/token")}
+
+    def time(operation, f=1.0, b=1.0, combine=max, at=peak):
+        return combine(ref.Q_(flops[operation] * f, "FLOP") / at, ref.Q_(nbytes[operation] * b, "B") / bandwidth).to("s")
+
+    def added(x, y):
+        return x + y
+
+    slips = {}
+    for operation in flops:
+        slips[operation] = {
+            "a memory-only roofline (the FLOPs left out)": time(operation, f=0.0),
+            "compute and memory times added (the roofline takes the larger)": time(operation, combine=added),
+            "one sequence's FLOPs, not the batch's": time(operation, f=1 / batch)}
+        if per_value == 1:
+            slips[operation]["the FP16 peak at 8 bits (pass the precision to device.peak_flops)"] = time(
+                operation, at=d.peak_flops("fp16"))
+    slips["body"]["every weight read in the body (the embedding table and head belong to other operations)"] = time(
+        "body", b=m.total_params / m.non_embedding_params)
+    slips["body"]["the weights read once per sequence (one read serves the whole batch)"] = time("body", b=batch)
+    slips["head"]["the head read once per sequence (one read serves the whole batch)"] = time("head", b=batch)
+    return {operation: _joined(named) for operation, named in slips.items()}
+
+
+def _joined(slips: dict) -> dict:
+    """Slips that give the same value (within 0.5%) named together: the answer cannot tell them apart."""
+    joined: dict[str, object] = {}
+    for label, value in slips.items():
+        same = next((other for other, v in joined.items() if abs((value / v).m_as("") - 1) < 0.005), None)
+        if same is None:
+            joined[label] = value
+        else:
+            joined[f"{same}; or {label}"] = joined.pop(same)
+    return joined
 
 
 def _precision_slips(precision: str, ref) -> dict[str, float]:
