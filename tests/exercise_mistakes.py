@@ -592,7 +592,7 @@ def _with_bits(rule):
 
 
 def _step(s, weights=None, cache=1.0, flops_batch=True, caches_batch=True, memory_only=False, peak=None,
-          seconds=True):
+          seconds=True, added=False):
     """decode_step_time with one mistake: the weights' bytes from ``weights``, the cache scaled by ``cache``
     (a function of fmt and group_size), FLOPs or caches of one sequence, a memory-only step, another peak."""
     def decode_step_time(model, device, context_len, batch, fmt="fp16", group_size=None):
@@ -602,6 +602,8 @@ def _step(s, weights=None, cache=1.0, flops_batch=True, caches_batch=True, memor
         nbytes = (weights or s["quantized_weight_bytes"])(model, fmt, group_size) + caches
         if memory_only:
             time = (nbytes / device.memory_bandwidth).to("s")
+        elif added:
+            time = (flops / device.peak_flops("fp16") + nbytes / device.memory_bandwidth).to("s")
         else:
             time, _ = s["roofline_time"](flops, nbytes, device, peak(fmt) if peak else "fp16")
         return time if seconds else Q_(time.m_as("ms"), "s")
@@ -737,6 +739,30 @@ def _within(ttft=True, itl=True):
     return lambda s, ttft_limit, itl_limit: ((not ttft or s.ttft <= ttft_limit) and (not itl or s.itl <= itl_limit))
 
 
+# Exercise 2 of 03 is the notebook's undictated derivation: every route listed gets the hint that names its term.
+_MEMORY_OR_ONE = "a memory-only step (the FLOPs left out); or one sequence's FLOPs, not the batch's"
+_CACHE_SLIP = ("the cache quantized with the weights (weight-only formats leave it FP16); or the caches left out of "
+               "the step's bytes")
+HINTS.update({
+    "decode_speedup": {
+        "the speed-up from the weights alone": "the weights' bytes alone (the FP16 caches and the FLOPs left out)",
+        "the ratio of bits (16 / bits per weight)":
+            "the ratio of bits (the 16-bit embedding table and head, and the caches, left out)",
+        "the speed-up inverted": "a ratio upside down",
+        "the embedding table and head quantized too":
+            "the embedding table and head quantized too (as shipped they stay 16-bit)",
+        "the cache quantized with the weights": _CACHE_SLIP,
+        "the caches left out of the step": _CACHE_SLIP,
+        "one sequence's cache, not the batch's": "one sequence's cache, not the batch's",
+        "one sequence's FLOPs, not the batch's": _MEMORY_OR_ONE,
+        "a memory-only step": _MEMORY_OR_ONE,
+        "compute and memory times added": "compute and memory times added (the roofline takes the larger)",
+        "group_size not passed on to quantized_weight_bytes": "group_size not passed on (the group's scales left out)",
+        "INT8 weights multiplied at the INT8 rate":
+            "the INT8 peak (weight-only formats still multiply in FP16); or " + _MEMORY_OR_ONE,
+    },
+})
+
 MISTAKES.update({
     "quantized_weight_bytes": {
         "bits for bytes": lambda s: (s["bits_per_weight"], _weight_bytes(s, unit=lambda b: Q_(b * 8, "B"))),
@@ -769,6 +795,10 @@ MISTAKES.update({
         "one sequence's cache, not the batch's": _decode(caches_batch=False),
         "one sequence's FLOPs, not the batch's": _decode(flops_batch=False),
         "a memory-only step": _decode(memory_only=True),
+        "the caches left out of the step": _decode(cache=0.0),
+        "compute and memory times added": _decode(added=True),
+        "group_size not passed on to quantized_weight_bytes": lambda s: _decode(
+            weights=lambda model, fmt, group_size=None: s["quantized_weight_bytes"](model, fmt))(s),
         # the same code raises the device's own error for INT4 on the H100 (it has no INT4 tensor cores)
         "INT8 weights multiplied at the INT8 rate": _decode(peak=lambda fmt: "int8" if fmt == "int8" else "fp16"),
     },
@@ -1000,24 +1030,27 @@ MISTAKES.update({
 # -- 04_crossover ---------------------------------------------------------------------------------------------------
 
 def _decode_parts(s, kv_values=2, per_batch=True, body="non_embedding", head_batch=True, memory_only=False,
-                  per_value=None, peak=None):
+                  per_value=None, peak=None, added=False, weights_per_sequence=False, body_batch=True):
     """decode_parts as a student with one of the listed slips writes it (the reference with every default)."""
     def parts(model, device, context_len, batch=1, precision="fp16"):
         def roofline(flops, nbytes):
             memory = (nbytes / device.memory_bandwidth).to("s")
-            return memory if memory_only else max((flops / device.peak_flops(peak or precision)).to("s"), memory)
+            compute = (flops / device.peak_flops(peak or precision)).to("s")
+            return memory if memory_only else compute + memory if added else max(compute, memory)
 
         per_value_ = per_value or s["BYTES_PER_VALUE"][precision]
         kv = Q_(kv_values * model.layers * model.kv_heads * model.head_dim * per_value_, "B")
         weights = model.non_embedding_params if body == "non_embedding" else model.total_params
         sequences = batch if per_batch else 1
         head_tokens = batch if head_batch else 1
+        reads = batch if weights_per_sequence else 1
         return {
-            "body": roofline(Q_(batch * 2 * model.active_non_embedding_params, "FLOP"), Q_(weights * per_value_, "B")),
+            "body": roofline(Q_((batch if body_batch else 1) * 2 * model.active_non_embedding_params, "FLOP"),
+                             Q_(reads * weights * per_value_, "B")),
             "attention": roofline(Q_(batch * 4 * model.layers * model.attention_width * context_len, "FLOP"),
                                   sequences * context_len * kv),
             "head": roofline(Q_(head_tokens * 2 * model.d_model * model.vocab, "FLOP"),
-                             Q_(model.d_model * model.vocab * per_value_, "B")),
+                             Q_(reads * model.d_model * model.vocab * per_value_, "B")),
         }
 
     return parts
@@ -1126,6 +1159,7 @@ def _spec(s, at_batch_1=False, ideal=False, one_step=False, one_prefill=False, p
 
 
 # The hint each 04 mistake must get, where an exercise names it itself (beyond the checker's own names).
+_FLOPS_OR_MEMORY = "a memory-only roofline (the FLOPs left out); or one sequence's FLOPs, not the batch's"
 HINTS.update({
     "tp_step_time": {
         "the head stored at FP8 (FP8 checkpoints keep it in 16-bit)":
@@ -1146,7 +1180,18 @@ HINTS.update({
         "2 bytes a weight at any precision": PRECISION_NOT_PASSED,
         "the active parameters read, not every expert": "the active parameters read, not every expert",
     },
-    "decode_parts": {
+    "decode_parts": {  # 04's undictated derivation: every route gets the hint that names its term
+        "every weight in the body (the embedding table and head too)":
+            "every weight read in the body (the embedding table and head belong to other operations)",
+        "the head's FLOPs for one token, not the batch": _FLOPS_OR_MEMORY,
+        "the body's FLOPs for one token, not the batch": _FLOPS_OR_MEMORY,
+        "a memory-only roofline": _FLOPS_OR_MEMORY,
+        "the FP16 peak at every precision": "the FP16 peak at 8 bits (pass the precision to device.peak_flops)",
+        "only QK^T counted in attention (2 FLOPs a cached value, not 4)":
+            "one of attention's two products (QK^T or AV) left out",
+        "compute and memory times added": "compute and memory times added (the roofline takes the larger)",
+        "the weights read once per sequence":
+            "the weights read once per sequence (one read serves the whole batch)",
         "2 bytes a value at any precision (the precision not passed on)": PRECISION_NOT_PASSED,
         "the intensity at 2 bytes a value whatever the precision": PRECISION_NOT_PASSED,
         "query heads for KV heads": "query heads for KV heads",
@@ -1197,6 +1242,13 @@ MISTAKES.update({
             k: Q_(v.m_as("ms"), "s") for k, v in s["decode_parts"](*a).items()}),
         "a bare number where a quantity is asked": lambda s: (s["attention_intensity"], lambda *a: {
             k: v.m_as("s") for k, v in s["decode_parts"](*a).items()}),
+        "only QK^T counted in attention (2 FLOPs a cached value, not 4)": lambda s: (
+            _scaled(s["attention_intensity"], 0.5), s["decode_parts"]),
+        "compute and memory times added": lambda s: (s["attention_intensity"], _decode_parts(s, added=True)),
+        "the weights read once per sequence": lambda s: (
+            s["attention_intensity"], _decode_parts(s, weights_per_sequence=True)),
+        "the body's FLOPs for one token, not the batch": lambda s: (
+            s["attention_intensity"], _decode_parts(s, body_batch=False)),
     },
     "moe_decode": {
         "the last memory-bound batch, not the first compute-bound one": lambda s: (

@@ -220,7 +220,7 @@ def test_quantization_cheapest_story_holds():
 
 def test_quantization_matrix_cell_shows_what_its_text_says():
     """03's numpy cell quantizes a 512 x 4,096 matrix in groups: the bytes it prints are the hand count (two 4-bit
-    codes a byte; one 2-byte scale a group), Exercise 1's reveal quotes groups of 128 as 4.125 bits from them, and
+    codes a byte; one 2-byte scale a group), Exercise 1's derived text quotes groups of 128 as 4.125 bits from them, and
     the error falls as the groups shrink (the reading after it says so)."""
     solved = {c["id"]: c for c in cells(SOLUTIONS, "03_quantization")}
     shown = text_of(solved["quantize_matrix"])
@@ -230,8 +230,9 @@ def test_quantization_matrix_cell_shows_what_its_text_says():
         assert f"groups of {group:4}: codes {codes:,} B + scales {scales:,} B" in shown
     errors = [int(e) for e in re.findall(r"error (\d+)%", shown)]
     assert len(errors) == 3 and errors[0] < errors[1] < errors[2]
-    reveal = text(next(c for c in cells(SOURCE, "03_quantization") if c["id"] == "ex1_formula"))
-    assert "4.125 bits: the 1,081,344 B" in reveal and "2,097,152 weights" in reveal
+    derived = exercises.get("quantized_weight_bytes").derived  # shown under Exercise 1's check once it passes
+    assert "4.125 bits: the matrix above stored\n1,048,576 B of codes and 32,768 B of scales" in derived
+    assert "over its 2,097,152 weights" in derived
     assert (1_048_576 + 32_768) * 8 / weights == 4.125
 
 
@@ -326,3 +327,48 @@ def test_tail_worked_examples_print_the_library_and_type_none_of_its_figures():
     assert 'rl.decode_step(mistral, a100, mean_context(1000, 200), 32, efficiency="typical")' in code["ex2_worked"]
     assert 'rl.prefill(mistral, a100, 1000, efficiency="typical")' in code["ex2_worked"]
     assert "rl.best_under_sla(" in code["ex2_show"]
+
+
+def test_crossover_derived_texts_hold():
+    """04's derived texts (shown under each check once it passes) type ideal-roofline figures: each is worked out
+    here by hand from the datasheets and the models' published shapes."""
+    h100_fp16, h100_fp8, h100_bw = 989.4e12, 1978.9e12, 3.35e12  # NVIDIA H100 SXM datasheet (dense)
+    h200_fp16, h200_bw = 989.4e12, 4.8e12                         # NVIDIA H200 datasheet
+    llama, mixtral, llama31 = rl.model("Llama-3-8B"), rl.model("Mixtral-8x7B"), rl.model("Llama-3.1-8B")
+
+    def one_token_flops(m):  # 2 P + 2 d V at context 0
+        return 2 * m.active_non_embedding_params + 2 * m.d_model * m.vocab
+
+    first = exercises.get("compute_bound_batch").derived
+    ridge = h100_fp16 / h100_bw
+    assert round(ridge) == 295 and "316 for Llama-3-8B on the H100 (ridge 295)" in first
+    assert round(2 * llama.total_params / one_token_flops(llama) * ridge) == 316
+    ratio = 2 * mixtral.total_params / one_token_flops(mixtral)
+    assert round(ratio, 1) == 3.7 and round(ratio * h200_fp16 / h200_bw) == 755 and "batch is 755" in first
+    assert "46.7 B parameters but computes with 12.9 B" in first
+    assert (round(mixtral.total_params / 1e9, 1), round(mixtral.active_params / 1e9, 1)) == (46.7, 12.9)
+
+    moe = exercises.get("moe_decode").derived
+    assert "7.2 of the 8 at batch 8" in moe and round(8 * (1 - (1 - 2 / 8) ** 8), 1) == 7.2
+    one_batch = (mixtral.shared_non_embedding_params + mixtral.layers * 2 * mixtral.expert_params_per_layer()) * 2
+    assert round(one_batch / 1e9) == 25 and "25 GB in FP16" in moe
+    assert "206.1 \\times 4 \\approx 825" in moe and round(h200_fp16 / h200_bw, 1) == 206.1
+    assert math.ceil(h200_fp16 / h200_bw * 8 / 2) == 825
+    assert "590.7 \\times 4 \\times \\tfrac{1}{2} \\approx 1{,}182" in moe and round(h100_fp8 / h100_bw, 1) == 590.7
+    assert math.ceil(h100_fp8 / h100_bw * 8 / 2 / 2) == 1182
+
+    def lumped_compute_bound(b):  # every active FLOP of the body against every byte it reads, at FP16 on the H200
+        expert = mixtral.layers * mixtral.expert_params_per_layer()
+        shared = mixtral.shared_non_embedding_params
+        read = 8 * (1 - (1 - 2 / 8) ** b)
+        return b * 2 * (2 * expert + shared) / h200_fp16 >= (read * expert + shared) * 2 / h200_bw
+
+    assert next(b for b in range(1, 2000) if lumped_compute_bound(b)) == 759 and "one body gives 759" in moe
+
+    half = exercises.get("attention_share").derived
+    assert round(llama31.active_non_embedding_params / (32 * 4096), -1) == 53250 and "= 53,250 tokens" in half
+    assert round(mixtral.active_non_embedding_params / (mixtral.layers * mixtral.attention_width), -3) == 96000
+    assert "about 96,000" in half
+    parts = exercises.get("decode_parts").derived
+    kv = 2 * llama.layers * llama.kv_heads * llama.head_dim * 2  # K and V, 2 bytes a value
+    assert 4 * llama.layers * llama.attention_width / kv == 4 and "4 FLOP/B for Llama-3-8B at FP16" in parts

@@ -36,7 +36,16 @@ def _whole(answer, expected, call: str) -> None:
 
 # -- Exercise 1: the batch at which decode turns compute-bound, caches left out --------------------------------
 
-@exercise("compute_bound_batch", A, derive=True, visible=[
+@exercise("compute_bound_batch", A, derive=True, derived=r"""
+The compute time $B F / \text{peak}$ meets the memory time $W / \text{bandwidth}$ ($F$ the FLOPs of one token, $W$
+the bytes of the weights) at
+$$B^* = \frac{W}{F} \times \frac{\text{peak}}{\text{bandwidth}} = \frac{W}{F} \times \text{ridge point}.$$
+A weight costs each token 2 FLOPs and, at FP16, takes 2 bytes, so $W / F$ is about 1 B/FLOP and $B^*$ sits near the
+ridge: 316 for Llama-3-8B on the H100 (ridge 295). At FP8 the bytes halve and the ridge doubles: the batch does not
+move. Mixtral is read as 46.7 B parameters but computes with 12.9 B (the embedding table and head in both), so
+$W / F$ is about 3.7 and its batch is 755 on the H200. `rl.decode_compute_bound_batch` says 296 for Llama-3-8B: it
+prices the body's matmuls alone (a step looks up one embedding row per token), and the check accepts either count.
+""", visible=[
     # every weight against the FLOPs of a token at FP16: a missing factor 2 in the FLOPs, or weights counted as
     # one byte a parameter, is off by 2
     ("Llama-3-8B", "H100", "fp16"),
@@ -68,7 +77,20 @@ def _compute_bound_batch(answers, case, ref, rl):
 
 # -- Exercise 2: a decode step's three operations ---------------------------------------------------------------
 
-@exercise("decode_parts", A, derive=True, visible=[
+@exercise("decode_parts", A, derive=True, derived=r"""
+For a batch $B$ at context $n$ ($P$ the active non-embedding parameters, $L$ layers, attention width $A$, $kv$ the
+cache bytes of one token, $b$ bytes a value), each operation's time is $\max(\text{FLOPs}/\text{peak},
+\text{bytes}/\text{bandwidth})$ with:
+
+- body: $2BP$ FLOPs against the non-embedding weights, read once for the whole batch;
+- attention: $4BLAn$ FLOPs against $B\,n\,kv$ bytes, each sequence reading its own cache. Its intensity $4LA/kv$
+  has no $B$ and no $n$: 4 FLOP/B for Llama-3-8B at FP16;
+- head: $2BdV$ FLOPs against its $dV$ weights at $b$ bytes, read once.
+
+A large enough batch lifts the body onto the flat roof, near the ridge batch, whatever the context; no batch lifts
+attention. At short context the body takes the time, so past the ridge batch the step is mostly compute-bound; at
+long context attention does, the step stays memory-bound, and the caches fill the memory first.
+""", visible=[
     # batch 64 at 4,000 tokens: every part memory-bound, attention over the caches the largest: the cache read
     # per sequence instead of per batch, K or V forgotten, query heads for KV heads, and every weight (the
     # embedding table and head too) in the body all show
@@ -88,7 +110,10 @@ def _decode_parts(answers, case, ref, rl):
     m = ref.model(name)
     expected = ref.decode_step(name, "H100", 4000, 1, precision, allow_overflow=True).parts["attention"].intensity
     quantity(attention_intensity(rl.model(name), precision), expected, f"attention_intensity({name}, {precision!r})",
-             mistakes={"query heads for KV heads": m.heads / m.kv_heads, **_precision_slips(precision, ref)})
+             mistakes={"query heads for KV heads": m.heads / m.kv_heads, **_precision_slips(precision, ref)},
+             # halved at 8 bits is the precision first; at 16 bits it can only be a product left out
+             also_wrong={} if ref.bytes_per_element(precision) == 1 else {
+                 "one of attention's two products (QK^T or AV) left out": expected / 2})
     if len(case) == 2:  # (model, precision): the intensity alone
         return
     _, device, context, batch, _ = case
@@ -107,8 +132,10 @@ def _decode_parts(answers, case, ref, rl):
         accept["head"] = (expected["head"],)
         expected["head"] = max(ref.Q_(batch * 2 * m.d_model * m.vocab, "FLOP") / d.peak_flops(precision),
                                ref.Q_(m.d_model * m.vocab, "B") / d.memory_bandwidth).to("s")
+    slips = _part_slips(ref, name, device, context, batch, precision)
     for operation in ("body", "attention", "head"):
         quantity(parts[operation], expected[operation], f"{call}[{operation!r}]", accept=accept.get(operation, ()),
+                 also_wrong=slips[operation],
                  # at 8 bits a doubled part is the precision first: the fp16 cases name a missing K or V before
                  mistakes={**_precision_slips(precision, ref), "forgot K or V in the cache": 2,
                            "per sequence for per batch": batch})
@@ -118,7 +145,18 @@ def _decode_parts(answers, case, ref, rl):
 
 @exercise("moe_decode", A, derive=("operations.expected_experts", "serving.decode_step", "serving.request",
                                    "operations.body_bytes", "crossover.decode_compute_bound_batch",
-                                   "fleet.steady_state"), visible=[
+                                   "fleet.steady_state"), derived=r"""
+One token misses a given expert with chance $1 - k/E$; all $B$ tokens miss it with chance $(1 - k/E)^B$. So a layer
+reads $E\,(1 - (1 - k/E)^B)$ experts: 2 at batch 1 (Mixtral's body is then 25 GB in FP16, almost a dense 13 B
+model), 7.2 of the 8 at batch 8, over three times the bytes. Past batch 16 or so the bytes stop growing; the FLOPs
+do not. The experts do $2Bk$ FLOPs per expert value against all $E$ experts read at $b$ bytes a value, so they
+cross at
+$$B^*_{\text{experts}} = \text{ridge point} \times \frac{E}{k} \times \frac{b}{2}:\quad 206.1 \times 4 \approx 825
+\text{ on the H200 at FP16},\quad 590.7 \times 4 \times \tfrac{1}{2} \approx 1{,}182 \text{ on the H100 at FP8}.$$
+Exercise 1's dense batch hides the same $b/2$: FP16's 2 bytes cancel the 2 FLOPs. The attention projections and
+the router are read once for the batch and cross near the ridge; lumping everything into one body gives 759. A
+mixture of experts computes like a small model but is read like a large one.
+""", visible=[
     # batch 8: 7.2 experts, where k x B (16), min(E, k x B) (8) and k per token (2) are all off, and the bytes of
     # a dense model of the active size (the experts counted per token, not per batch) fall short. First, so that
     # a count that never saturates fails here rather than in a search for a compute-bound batch that never ends
@@ -169,6 +207,51 @@ def _moe_decode(answers, case, ref, rl):
     number(answer, _moe_crossing(ref, name, device, precision), call, rel=1e-9)
 
 
+def _part_slips(ref, name, device, context, batch, precision) -> dict[str, dict]:
+    """The times each likely slip gives each operation of Exercise 2 (operation -> {slip: time}): Exercise 2 is the
+    notebook's undictated derivation, so every route a student may take is named by the term it gets wrong."""
+    m, d = ref.model(name), ref.hardware(device)
+    peak, bandwidth = d.peak_flops(precision), d.memory_bandwidth
+    per_value = ref.bytes_per_element(precision)
+    flops = {"body": batch * 2 * m.active_non_embedding_params, "attention": batch * 4 * m.layers
+             * m.attention_width * context, "head": batch * 2 * m.d_model * m.vocab}
+    nbytes = {"body": m.non_embedding_params * per_value, "head": m.d_model * m.vocab * per_value,
+              "attention": batch * context * m.kv_bytes_per_token(precision).m_as("B/token")}
+
+    def time(operation, f=1.0, b=1.0, combine=max, at=peak):
+        return combine(ref.Q_(flops[operation] * f, "FLOP") / at, ref.Q_(nbytes[operation] * b, "B") / bandwidth).to("s")
+
+    def added(x, y):
+        return x + y
+
+    slips = {}
+    for operation in flops:
+        slips[operation] = {
+            "a memory-only roofline (the FLOPs left out)": time(operation, f=0.0),
+            "compute and memory times added (the roofline takes the larger)": time(operation, combine=added),
+            "one sequence's FLOPs, not the batch's": time(operation, f=1 / batch)}
+        if per_value == 1:
+            slips[operation]["the FP16 peak at 8 bits (pass the precision to device.peak_flops)"] = time(
+                operation, at=d.peak_flops("fp16"))
+    slips["body"]["every weight read in the body (the embedding table and head belong to other operations)"] = time(
+        "body", b=m.total_params / m.non_embedding_params)
+    slips["body"]["the weights read once per sequence (one read serves the whole batch)"] = time("body", b=batch)
+    slips["head"]["the head read once per sequence (one read serves the whole batch)"] = time("head", b=batch)
+    return {operation: _joined(named) for operation, named in slips.items()}
+
+
+def _joined(slips: dict) -> dict:
+    """Slips that give the same value (within 0.5%) named together: the answer cannot tell them apart."""
+    joined: dict[str, object] = {}
+    for label, value in slips.items():
+        same = next((other for other, v in joined.items() if abs((value / v).m_as("") - 1) < 0.005), None)
+        if same is None:
+            joined[label] = value
+        else:
+            joined[f"{same}; or {label}"] = joined.pop(same)
+    return joined
+
+
 def _precision_slips(precision: str, ref) -> dict[str, float]:
     """At 8 bits, the factor a precision not passed on to the bytes gives: 2 bytes a value, twice the time of a
     memory-bound part.  (The FP16 peak instead moves a part across the ridge: no single factor to name.)"""
@@ -208,7 +291,12 @@ def _moe_crossing(ref, name, device, precision, lumped: bool = False) -> int:
 
 # -- Exercise 4: attention's share of the prefill ----------------------------------------------------------------
 
-@exercise("attention_share", A, derive=True, visible=[
+@exercise("attention_share", A, derive=True, derived=r"""
+$2LAN^2 = 2PN$ gives $N = P / (LA)$: the active non-embedding parameters over the attention width summed over the
+layers. For Llama-3.1-8B, 6.98 B / (32 x 4,096) = 53,250 tokens: beyond Llama-3-8B's 8,192-token context, well
+within Llama-3.1-8B's 131,072. For Mixtral $P$ is its 12.6 B active parameters, not 46.4 B: about 96,000 tokens,
+beyond its 32,768-token context, so attention never takes half of its prefill.
+""", visible=[
     # 4 tokens, where the last token's logits are 2% of the FLOPs (leaving them out shows), 2,000 (3.6%: full,
     # non-causal attention doubles it) and 32,000 (37.5%: counting the embedding table and head in P shows); the
     # half-way length catches a full attention matrix (half of it) and a missing factor of layers

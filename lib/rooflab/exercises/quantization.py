@@ -37,7 +37,14 @@ def _weights(ref, fmt, group=None, zero_bits=0, embeddings=False, scale_bits=Non
 
 # -- Exercise 1: real bits, real bytes -------------------------------------------------------------------------
 
-@exercise("quantized_weight_bytes", A, derive=True, visible=[
+@exercise("quantized_weight_bytes", A, derive=True, derived=r"""
+A weight of a $b$-bit format in groups of $g$, with an $s$-bit scale and a $z$-bit zero point per group, costs
+$b + (s + z)/g$ bits. INT4 in groups of 128 with 16-bit scales is 4.125 bits: the matrix above stored
+1,048,576 B of codes and 32,768 B of scales, times 8 bits, over its 2,097,152 weights. AWQ's 4-bit zero points make
+it 4.156. The model's bytes are $(P_{body} \times bits + P_{table+head} \times 16)/8$, with $bits$ in place of 16
+when the table and head are quantized too. Llama-3-8B's table and head are 1.05 B of its 8.03 B weights: left in 16
+bits, they are over a third of the INT4 file.
+""", visible=[
     # AWQ's layout (4-bit weights, a 16-bit scale and a 4-bit zero point per group of 128), embedding table and head
     # in 16 bits: forgetting the scales or the zero points, a group's overhead charged to every weight, bits for
     # bytes, GB for GiB and quantizing the embedding table and head as well each fail it
@@ -90,7 +97,14 @@ def _decode_times(ref, name, device, context, batch, precision):
     return simple.to("s"), step.time.to("s")
 
 
-@exercise("decode_speedup", A, derive=True, visible=[
+@exercise("decode_speedup", A, derive=True, derived=r"""
+With $B$ sequences of $n$ tokens, weights of $W_{fmt}$ bytes as shipped and $c$ bytes of FP16 cache per token,
+$$t_{fmt} = \max\left(\frac{B \, F_{decode}(n)}{\text{FP16 peak}},\ \frac{W_{fmt} + B\,n\,c}{\text{bandwidth}}\right),
+\qquad \text{speed-up} = t_{FP16} / t_{fmt}.$$
+Only $W_{fmt}$ shrinks: the multiplies stay at the FP16 peak, the caches in FP16, and the embedding table and head
+in 16 bits. So the speed-up nears the ratio of the weights' bytes only while $B\,n\,c$ is small beside them, and
+falls to 1 once the batch is large enough for the FLOPs to bind (a few hundred short sequences on an A100).
+""", visible=[
     # short context, batch 1: the weights are nearly all the bytes, so a speed-up of whole-model bits (16 / 4.125,
     # the embedding table and head quantized too) or an inverted ratio fails; the INT4 step catches GB for GiB and
     # milliseconds for seconds
@@ -111,19 +125,20 @@ def _decode_speedup(answers, case, ref, rl):
     simple_q, careful_q = _decode_times(ref, name, device, context, batch, quantized)
     m, d = rl.model(name), rl.hardware(device)
     quantity(decode_step_time(m, d, context, batch), simple16,
-             f"decode_step_time({name}, {device}, {context}, batch {batch}) in FP16", accept=(careful16,),
+             f"decode_step_time({name}, {device}, {context}, batch {batch}) in FP16", accept=(careful16,), rel=EXACT,
              mistakes=_step_slips(ref, name, device, context, batch, "fp16", simple16))
     quantity(decode_step_time(m, d, context, batch, fmt, group), simple_q,
              f"decode_step_time({name}, {device}, {context}, batch {batch}, {fmt!r}, {group})", accept=(careful_q,),
+             rel=EXACT,
              mistakes=_step_slips(ref, name, device, context, batch, quantized, simple_q, fmt))
     gain = (simple16 / simple_q).m_as("")
     weights_only = (ref.model(name).weight_bytes("fp16") / ref.model(name).weight_bytes(quantized)).m_as("")
     number(decode_speedup(m, d, context, batch, fmt, group), gain,
            f"decode_speedup({name}, {device}, {context}, batch {batch}, {fmt!r}, {group})",
-           accept=((careful16 / careful_q).m_as(""),),
+           accept=((careful16 / careful_q).m_as(""),), rel=EXACT,
            mistakes=_named({"the weights' bytes alone (the FP16 caches and the FLOPs left out)": weights_only / gain,
                             "the ratio of bits (the 16-bit embedding table and head, and the caches, left out)":
-                                16 / quantized.bits_per_weight / gain}))
+                                16 / quantized.bits_per_weight / gain}, EXACT))
 
 
 def _step_slips(ref, name, device, context, batch, precision, expected, fmt=None):
@@ -133,11 +148,16 @@ def _step_slips(ref, name, device, context, batch, precision, expected, fmt=None
     cache = batch * context * ref.Q_(1, "token") * m.kv_bytes_per_token("fp16")
     weights = m.weight_bytes(precision)
 
-    def time(f=flops, w=weights, c=cache, peak="fp16", memory_only=False):
+    def time(f=flops, w=weights, c=cache, peak="fp16", memory_only=False, added=False):
         memory = (w + c) / d.memory_bandwidth
-        return (memory if memory_only else max(f / d.peak_flops(peak), memory)).to("s")
+        compute = f / d.peak_flops(peak)
+        return (memory if memory_only else compute + memory if added else max(compute, memory)).to("s")
 
-    slips = {"one sequence's cache, not the batch's": time(c=cache / batch),
+    # Exact slips (rel=EXACT): a step's caches are 0.2% of its bytes at batch 1 and 100 tokens, and a group's
+    # scales 2% of INT4's, so leaving either out is told, not let through as rounding.
+    slips = {"the caches left out of the step's bytes": time(c=0 * cache),
+             "compute and memory times added (the roofline takes the larger)": time(added=True),
+             "one sequence's cache, not the batch's": time(c=cache / batch),
              "one sequence's FLOPs, not the batch's": time(f=flops / batch),
              "a memory-only step (the FLOPs left out)": time(memory_only=True)}
     if fmt is not None:
@@ -148,7 +168,10 @@ def _step_slips(ref, name, device, context, batch, precision, expected, fmt=None
         everything = _weights(ref, fmt, precision.group_size, embeddings=True)
         slips["the embedding table and head quantized too (as shipped they stay 16-bit)"] = time(
             w=m.weight_bytes(everything))
-    return _named({label: (value / expected).m_as("") for label, value in slips.items()})
+        if precision.group_size:
+            bare = ref.Q_((m.non_embedding_params * bits + m.embedding_and_head_params * 16) / 8, "B")
+            slips["group_size not passed on (the group's scales left out)"] = time(w=bare)
+    return _named({label: (value / expected).m_as("") for label, value in slips.items()}, EXACT)
 
 
 def _named(factors: dict[str, float], rel: float = 0.02) -> dict[str, float]:
@@ -173,7 +196,11 @@ def _prefill_times(ref, name, device, prompt_len, precision, compute="fp16"):
     return simple.to("s"), p.time.to("s")
 
 
-@exercise("ttft_speedup", A, derive=True, visible=[
+@exercise("ttft_speedup", A, derive=True, derived=r"""
+With $t(W) = \max(F_{prefill}/\text{FP16 peak},\ W/\text{bandwidth})$, the speed-up is $t(W_{16}) / t(W_{fmt})$.
+It is the ratio of the weights' bytes for a prompt short enough to be memory-bound, and 1 once the FLOPs bind.
+Smaller weights only lower the prompt length at which the prefill turns compute-bound.
+""", visible=[
     # a 2,000-token prompt is compute-bound: a prefill timed by its bytes alone (a 2.8x "gain") fails
     ("Llama-3-8B", "H100", 2000, "int4", 128),
     # a 32-token prompt is memory-bound: "the math does not change, so 1x" fails, and so does quantizing the
@@ -207,7 +234,11 @@ def _ttft_speedup(answers, case, ref, rl):
 
 # -- Exercise 4: 8-bit compute ------------------------------------------------------------------------------------
 
-@exercise("w8a8_prefill_speedup", A, derive=True, visible=[
+@exercise("w8a8_prefill_speedup", A, derive=True, derived=r"""
+Both change: the weights take 8 bits (the embedding table and head stay 16-bit) and the FLOPs run at
+`device.peak_flops(compute)`, twice the FP16 rate on the H100 and the A100. A long prompt waits on the math, so it
+gains the ratio of the peaks, 2x; a short one waits on the weights, so it gains their byte ratio, a little under 2x.
+""", visible=[
     # a 2,000-token prompt is compute-bound: keeping the FP16 peak (1x) or timing the bytes alone (1.8x) fails
     ("Llama-3-8B", "H100", 2000, "fp8"),
     # a 16-token prompt is memory-bound: "twice the peak, so 2x" fails (the bytes shrink 1.8x, the embedding table
@@ -252,7 +283,12 @@ def _w8a8_prefill_speedup(answers, case, ref, rl):
 
 # -- Exercise 5: memory freed is room for sequences --------------------------------------------------------------
 
-@exercise("extra_sequences", A, derive=True, visible=[
+@exercise("extra_sequences", A, derive=True, derived=r"""
+With a share $u$ of the usable memory $M$, weights of $W$ bytes and $c$ bytes of cache per token,
+$$\text{batch} = \max\left(0,\ \left\lfloor \frac{u\,M - W}{n\,c} \right\rfloor\right).$$
+INT4 weights free their bytes once; an FP8 cache halves every sequence's share, which at long context is the
+larger gain.
+""", visible=[
     # the running example: forgetting the FP8 cache, the utilization, K and V, the capacity read in GiB, or rounding
     # instead of taking the floor fails it
     ("Llama-3-8B", "H100", 8000, 0.9),
