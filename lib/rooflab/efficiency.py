@@ -153,8 +153,8 @@ PRESETS: dict[str, Efficiency] = {
 
 #: A weight-only kernel's MFU relative to the 16-bit one once compute-bound (an ESTIMATE, not fitted: no table
 #: here has a large-batch weight-only row).  From torchao's HQQ kernel table (A6000, M = 1024, N = K = 4096, group
-#: 128): a fused Triton W4A16 kernel reaches 72 TFLOP/s where a 16-bit kernel at typical's MFU 0.64 of the 155
-#: TFLOP/s peak would reach 99, about 0.73 of it (tinygemm, gpt-fast's kernel, reaches 16); vLLM's documentation
+#: 128): a fused Triton W4A16 kernel reaches 72 TFLOP/s where a 16-bit kernel at typical's MFU 0.67 of the 155
+#: TFLOP/s peak would reach 104, about 0.69 of it (tinygemm, gpt-fast's kernel, reaches 16); vLLM's documentation
 #: says its AWQ kernels have lower throughput than the unquantized model.  See docs/decisions.md.
 DEQUANTISATION = 0.7
 
