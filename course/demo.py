@@ -243,12 +243,12 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '            ("Mixtral-8x7B", 512): 20118}\n'
              '    return Q_(seen[model.name, batch], "token/s")'),
             ("ex2_engine", None, 'def engine_state(model, device, prompt_len, output_len, batch, precision="fp16"):\n'
-             '    seen = {64: (24.56167, 2614.401, 58.79111), 40: (46.18058, 883.8417, 59.66529),\n'
-             '            8: (27.09654, 296.7242, 43.3952)}\n'
+             '    seen = {64: (23.21028, 2766.621, 56.36523), 40: (47.68737, 855.9147, 62.76766),\n'
+             '            8: (24.98841, 321.7572, 40.06594)}\n'
              '    itl, throughput, ttft = seen[batch]\n'
              '    return Q_(itl, "ms"), Q_(throughput, "token/s"), Q_(ttft, "ms")'),
             ("ex4_best", None, 'def best_batch(model, device, prompt_len, output_len, ttft_limit, itl_limit, precision="fp16"):\n'
-             '    seen = {("H100-SXM", 2000): 155, ("L40S", 4000): 44, ("A100-80GB", 2000): 184}\n'
+             '    seen = {("H100-SXM", 2000): 166, ("L40S", 4000): 28, ("A100-80GB", 2000): 184}\n'
              '    return seen.get((device.name, prompt_len), 0)'),
         ],
     },
@@ -284,7 +284,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '        return Q_(np.array([4.5167, 0.36133, 0.060222]), "USD/Mtok")\n'
              '    return Q_(0.4018, "USD/Mtok")'),
             ("ex3_sla", None, 'def cost_at_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, price, precision="fp16"):\n'
-             '    return Q_({"H100-SXM": 0.3513617, "L40S": 0.6825076}[device.name], "USD/Mtok")'),
+             '    return Q_({"H100-SXM": 0.3278044, "L40S": 0.7643058}[device.name], "USD/Mtok")'),
             ("ex5_tp", None, 'def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):\n'
              '    seen = {1: 34.176, 128: 15.6482, 256: 6.57832 if device.name == "H100-SXM" else 13.7063, 768: 37.686}\n'
              '    return Q_(seen[batch], "ms")'),
@@ -312,7 +312,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("ex1_wait", None, 'def mean_wait(service_time, rate):\n'
              '    return Q_({8: 0.0166667, 45: 0.09, 12: math.inf}[round(rate.m_as("1/s"))], "s")'),
             ("ex2_stall", None, 'def stall(model, device, prompt_len, output_len, batch):\n'
-             '    gap, share = {136: (69.89465, 0.4548495), 128: (52.75602, 1.0), 16: (474.04612, 0.0535117)}[batch]\n'
+             '    gap, share = {136: (66.35919, 0.4548495), 128: (50.30388, 1.0), 16: (448.82485, 0.0535117)}[batch]\n'
              '    return Q_(gap, "ms"), share'),
             ("ex3_pool", None, 'def sequences_in_pool(model, device, prompt_len, output_len, block_size=16, '
              'gpu_memory_utilization=0.9):\n'

@@ -1,5 +1,6 @@
 """Efficiency presets and their calibration on the shipped tables of public measurements."""
 
+import dataclasses
 import math
 import statistics
 
@@ -205,13 +206,43 @@ def test_prediction_of_one_row_under_load_at_tp_1_by_hand():
     Pn, L, D, V, KV = 6_979_588_096, 32, 4096, 128_256, 2 * 32 * 8 * 128  # FP8 cache: 65,536 B a token
     weights = Pn * 1 + 2 * V * D * 2  # untied embedding and head stay 16-bit: 9.08 GB
     usable = 79.11 * 2**30  # what a process can allocate on an H100 (the catalogue's sourced figure)
-    u = 0.9 + 0.1 * weights / usable  # TensorRT-LLM's cache: 0.9 of what is free after the weights
-    B = math.floor((u * usable - weights) / ((2048 + 128) * KV))
-    assert B == calibration.load_batch(row) == 478
+    reserve = (1.26 + 1.79) * 2**30  # vLLM's measured activation peak + non-torch memory at tp 1 (PR #10511)
+    # TensorRT-LLM's cache: 0.9 of what is free after the weights and the engine's reserve
+    B = math.floor(0.9 * (usable - weights - reserve) / ((2048 + 128) * KV))
+    assert B == calibration.load_batch(row) == 458
     e = rl.efficiency("typical")
     expected = steady_by_hand(e, Pn, L, D, D, V, KV, 1.0, 1.0, 2.0, 1978.9e12, 989.4e12, 3.35e12, math.inf, B, 1,
                               2048, 128, e.body_factors("fp8"))
     assert calibration.predict_load(row, e) == pytest.approx(expected, rel=1e-9)
+
+
+def test_engine_reserve_is_the_sourced_measurement_and_shrinks_the_batch():
+    # vLLM PR #10511's start-up profile on an H100: 1.26 GiB activations + 1.79 GiB (tp 1) or 3.58 GiB (tp 2)
+    assert calibration.engine_reserve(1) == pytest.approx(3.05 * 2**30)
+    assert calibration.engine_reserve(2) == calibration.engine_reserve(4) == pytest.approx(4.84 * 2**30)
+    # Llama-3-70B in FP16 on two A100s (79.15 GiB each), 128 + 2,048 tokens: the weights leave 14.4 GB a GPU;
+    # the reserve takes 5.2 GB of it and the cache 0.9 of the rest: 8.3 GB, 23 caches of 0.357 GB each
+    row = next(r for r in calibration.tables("typical")["under load, tp > 1"]
+               if (r.model, r.device, r.precision, r.prompt_len, r.output_len) == ("Llama-3-70B", "A100-80GB", "fp16",
+                                                                                     128, 2048))
+    Pn, V, D, KV = 68_452_360_192, 128_256, 8192, 2 * 80 * 8 * 128 * 2
+    weights = (Pn + 2 * V * D) * 2 / 2
+    free = 79.15 * 2**30 - weights - 4.84 * 2**30
+    assert math.floor(0.9 * free / (2176 * KV / 2)) == calibration.load_batch(row) == 23
+    # a row whose concurrency is published keeps it
+    published = dataclasses.replace(row, concurrency=7)
+    assert calibration.load_batch(published) == 7
+
+
+def test_held_out_rows_are_llama_2_70b_of_the_same_table_and_never_fitted():
+    held = calibration.load_measurements(calibration.HELD_OUT)
+    fitted = {(r.model, r.device, r.precision, r.tp, r.prompt_len, r.output_len)
+              for rows in calibration.tables("typical").values() for r in rows}
+    assert len(held) == 16 and {r.model for r in held} == {"Llama-2-70B"}
+    assert all("v0.12.0" in r.source_url for r in held)
+    assert not fitted & {(r.model, r.device, r.precision, r.tp, r.prompt_len, r.output_len) for r in held}
+    # the published A100 2,048 + 2,048 figure, typed from the table
+    assert next(r.value for r in held if (r.device, r.prompt_len, r.output_len) == ("A100-80GB", 2048, 2048)) == 212.97
 
 
 def test_prediction_of_one_row_under_load_at_tp_2_by_hand():
@@ -222,9 +253,9 @@ def test_prediction_of_one_row_under_load_at_tp_2_by_hand():
     Pn, L, D, V, KV = 68_452_360_192, 80, 8192, 128_256, 2 * 80 * 8 * 128  # 163,840 B a token, half on each GPU
     weights = (Pn + 2 * V * D * 2) / 2  # each GPU holds half
     usable = 79.11 * 2**30
-    u = 0.9 + 0.1 * weights / usable
-    B = math.floor((u * usable - weights) / (3000 * KV * 0.5))
-    assert B == calibration.load_batch(row)
+    reserve = (1.26 + 3.58) * 2**30  # vLLM's measured reserve at tp 2: communication buffers double (PR #10511)
+    B = math.floor(0.9 * (usable - weights - reserve) / (3000 * KV * 0.5))
+    assert B == calibration.load_batch(row) == 159
     e = rl.efficiency("typical")
     expected = steady_by_hand(e, Pn, L, D, D, V, KV, 0.5, 1.0, 2.0, 1978.9e12, 989.4e12, 3.35e12, 450e9, B, 2,
                               1000, 2000, e.body_factors("fp8"))

@@ -40,7 +40,8 @@ from .serving import request
 
 __all__ = ["Measurement", "measurements", "predict", "ideal_ratio", "calibrate", "median_error", "DATA",
            "LoadMeasurement", "load_measurements", "predict_load", "LOAD_DATA", "BATCH_ONE", "tables", "error",
-           "predicted", "fit_loss", "factors", "free_factors", "load_batch"]
+           "predicted", "fit_loss", "factors", "free_factors", "load_batch", "engine_reserve",
+           "ENGINE_RESERVE_GIB", "HELD_OUT"]
 
 #: The shipped table of public measurements.
 DATA = Path(__file__).resolve().parent / "data" / "measurements.csv"
@@ -48,6 +49,9 @@ DATA = Path(__file__).resolve().parent / "data" / "measurements.csv"
 LOAD_DATA = Path(__file__).resolve().parent / "data" / "throughput_at_load.csv"
 #: gpt-fast at batch 1 (2024 README): weight formats and tensor parallelism, in the under-load table's columns.
 BATCH_ONE = Path(__file__).resolve().parent / "data" / "batch_one.csv"
+#: Rows of the same TensorRT-LLM v0.12.0 table held out of every fit (Llama-2-70B beside the fitted Llama-3-70B,
+#: same GPUs and columns): an out-of-sample check of the typical preset (``load_measurements(HELD_OUT)``).
+HELD_OUT = Path(__file__).resolve().parent / "data" / "held_out_at_load.csv"
 _METRICS = {"ttft": "ms", "output_throughput": "token/s"}
 
 
@@ -289,21 +293,39 @@ def load_measurements(path: str | Path = LOAD_DATA) -> tuple[LoadMeasurement, ..
 
 
 #: TensorRT-LLM gives its KV cache this share of the memory free once the weights (and the activations it reserved
-#: at build time, whose size the tables do not publish) are loaded: ``KvCacheConfig.free_gpu_memory_fraction``,
-#: default 0.9 (https://nvidia.github.io/TensorRT-LLM/examples/kvcacheconfig.html; the activations:
+#: at build time) are loaded: ``KvCacheConfig.free_gpu_memory_fraction``, default 0.9
+#: (https://nvidia.github.io/TensorRT-LLM/examples/kvcacheconfig.html; the activations:
 #: https://nvidia.github.io/TensorRT-LLM/reference/memory.html).
 TRTLLM_FREE_FRACTION = 0.9
 
+#: What a serving engine holds on each GPU beside the weights and the KV cache, GiB, by tensor-parallel degree (2
+#: stands for any tp > 1): the activations of its largest pass plus the memory outside PyTorch's allocator
+#: (CUDA graphs, NCCL and custom all-reduce buffers).  TensorRT-LLM reserves its activations at build time but does
+#: not publish their size ("no general formula", TensorRT-LLM issue #210), so the figures are the one public
+#: measurement of the same reserve, vLLM's start-up profile of Llama-3-8B on an H100 (vLLM pull request #10511,
+#: 2024-12-14): activation peak 1.26 GiB, non-torch memory 1.79 GiB at tp 1 and 3.58 GiB at tp 2.  An ESTIMATE
+#: for another engine and other models; it matters only where the weights leave little room (70B in FP16 on two
+#: 80 GB GPUs).  See docs/decisions.md.
+ENGINE_RESERVE_GIB = {1: 1.26 + 1.79, 2: 1.26 + 3.58}
+
+
+def engine_reserve(tp: int) -> float:
+    """Bytes an engine holds on each of ``tp`` GPUs beside weights and KV cache (:data:`ENGINE_RESERVE_GIB`)."""
+    return ENGINE_RESERVE_GIB[1 if tp == 1 else 2] * 2**30
+
 
 def load_batch(row: LoadMeasurement) -> int:
-    """The concurrency a row ran at, or the most sequences that fit (caches at prompt + answer) when unpublished:
-    TensorRT-LLM's cache takes 0.9 of what a process can allocate less the weights (its activations unknown, so
-    not subtracted: an upper bound on the batch), which is vLLM's utilisation u = 0.9 + 0.1 x weights / allocatable."""
+    """The concurrency a row ran at, or the most sequences that fit (caches at prompt + answer) when unpublished.
+
+    TensorRT-LLM's cache takes 0.9 of what a process can allocate less the weights and the engine's reserve
+    (:func:`engine_reserve`) on each GPU: cache = 0.9 x (usable - weights - reserve), which is vLLM's utilisation
+    u = (cache + weights) / usable."""
     if row.concurrency is not None:
         return row.concurrency
     s = setup(row.model, row.device, row.precision)
     f = footprint(s, 1, 1.0, tp=row.tp)
-    u = TRTLLM_FREE_FRACTION + (1 - TRTLLM_FREE_FRACTION) * min(f.weights / f.usable, 1.0)
+    free = max(f.usable - f.weights - engine_reserve(row.tp), 0.0)
+    u = min((TRTLLM_FREE_FRACTION * free + f.weights) / f.usable, 1.0)
     return max_concurrency(row.model, row.device, row.prompt_len, row.output_len, row.precision, row.tp,
                            gpu_memory_utilization=u)
 

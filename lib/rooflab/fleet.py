@@ -61,7 +61,7 @@ at most its power).
 >>> best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, ttft_limit=rl.Q_(500, "ms"), itl_limit=rl.Q_(50, "ms"),
 ...                         efficiency="typical")
 >>> best.batch, round(best.itl.m_as("ms"), 1), best.bound  # still below the bend
-(155, 49.8, 'memory')
+(166, 49.8, 'memory')
 """
 
 from __future__ import annotations
