@@ -45,7 +45,16 @@ def _pair(result, label: str):
     return result
 
 
-@exercise("prefill_flops", A, derive=True, visible=[
+@exercise("prefill_flops", A, derive=True, derived=r"""
+With $P_a$ the active non-embedding parameters, $L$ layers, attention width $w$ = `heads * head_dim`, `d_model` $d$
+and vocabulary $V$:
+
+$$ F_\text{prefill} = 2 P_a N \;+\; 2 L w N^2 \;+\; 2 d V. $$
+
+Every prompt token passes through every active weight. The $i$-th token attends to $i$ tokens, so a layer has about
+$N^2/2$ query-key pairs at $4w$ FLOPs each ($N(N+1)/2$ exactly: either is accepted). Only the last token needs
+logits. For Llama-3-8B at 2,000 tokens the first term is over 95% of the total: 2 FLOPs per parameter per token.
+""", visible=[
     ("Llama-3-8B", 2000),  # attention is 3.6% of it: a missing or doubled (non-causal) attention term shows
     ("Llama-3-8B", 16),    # the logits are 0.5% of it: forgetting them (or counting them per token) shows
     # A mixture of experts: a token passes through 2 of Mixtral's 8 experts, so every parameter counted (total
@@ -74,7 +83,10 @@ def _every_weight(ref, name, precision):
     return ref.Q_(m.total_params * ref.bytes_per_element(precision), "B").to("GB"), m.weight_bytes(precision)
 
 
-@exercise("weight_bytes", A, derive=True, visible=[
+@exercise("weight_bytes", A, derive=True, derived=r"""
+$B_\text{weights} = b P$: $b$ bytes a value (4 at FP32, 2 at FP16 and BF16, 1 at FP8 and INT8) times all $P$
+parameters, the embedding table and output head included: 16.06 GB for Llama-3-8B at FP16.
+""", visible=[
     ("Llama-3-8B", "fp16"),  # parameters for bytes (x2), GB for GiB, the embedding and output head left out (13%)
     ("Mistral-7B", "fp32"),  # the format ignored (2 bytes whatever is asked), parameters for bytes (x4)
 ])
@@ -94,7 +106,16 @@ def _weight_bytes(answers, case, ref, rl):
              also_wrong={NO_EMBEDDING: body_only})
 
 
-@exercise("decode_bytes", A, derive=True, visible=[
+@exercise("decode_bytes", A, derive=True, derived=r"""
+With $b$ bytes a value, $P$ all the parameters, $L$ layers, $h_{kv}$ KV heads, head size $d_h$ and $c$ tokens of
+context:
+
+$$ B_\text{decode} = b P \;+\; 2 L\, h_{kv}\, d_h\, b\, c. $$
+
+The 2 is K and V. The cache holds the KV heads, not the query heads: Llama-3-8B's 8 KV heads make its cache 4 times
+smaller than its 32 query heads would. At FP16 that is 131 kB a token, so 2,000 tokens of context add 0.26 GB to
+16.06 GB of weights.
+""", visible=[
     # The KV part is checked apart from the weights, so a slip in it shows however small the cache is:
     # query heads for KV heads (x4), forgot K and V or values for bytes (x2), GB for GiB.
     ("Llama-3-8B", 2000, "fp16"),
@@ -204,7 +225,11 @@ def _times(ref, name, device, prompt_len, peak_at, bytes_at):
     return max(prefill / peak, weights / bandwidth).to("s"), max(step / peak, (weights + kv) / bandwidth).to("s")
 
 
-@exercise("intensities", A, derive=True, visible=[
+@exercise("intensities", A, derive=True, derived=r"""
+The prefill's intensity is $F_\text{prefill} / (b P)$: at FP16 about $N P_a / P$ FLOP/B, in step with the prompt.
+A decode step's is $F_\text{decode} / B_\text{decode}$: about 1 FLOP/B at FP16 whatever the context, far below any
+ridge point. At FP8 the peak and the bytes both change, so both sides move.
+""", visible=[
     ("intensities", "Llama-3-8B", 2000, "fp16", "H100"),  # the running example: prefill compute-, decode memory-bound
     # A short prompt's prefill is memory-bound (the words swapped show); this model's small embedding makes
     # weights in GiB labelled GB fail; an intensity per token (N times too small) fails.
@@ -353,7 +378,11 @@ def _verdict(ref, name, device, prompt_len, output_len, limits, efficiency, memo
     return "meets" if r.ttft < limits[0] and r.itl < limits[1] else "too slow"
 
 
-@exercise("decode_share", A, visible=[
+@exercise("decode_share", A, derived=r"""
+An answer of $O$ tokens takes $\text{TTFT} + (O - 1)\,\text{ITL}$: the prefill makes the first token, each step one
+more. The decode share is $(O - 1)\,\text{ITL} / (\text{TTFT} + (O - 1)\,\text{ITL})$. For a chatbot's short prompt
+and long answer it is nearly 1: the stream, and so memory bandwidth, is what users wait on.
+""", visible=[
     ("Llama-3-8B", 2000, 300, "ms", "ms"),  # the running example: a percentage for a fraction, the prefill's share
     # A 5-token answer to a 4,000-token document: output_len steps instead of output_len - 1 (+15%); the TTFT
     # in s and the ITL in ms, so bare magnitudes mixed fail.
