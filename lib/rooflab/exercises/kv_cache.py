@@ -272,6 +272,25 @@ def _profile(answers, case, ref, rl):
                  ("only the new token's cache", every - _cache(ref, name, context_len - 1, batch, precision),
                   "one token's cache per sequence, as a prefill writes it, where a decode step reads each sequence's "
                   "whole cache of context_len tokens")]
+        # The likely routes of a count derived without a recipe: the head forgotten (non_embedding_params leaves it
+        # out), the weights read once per sequence, the weights kept at 2 bytes whatever the format.
+        weights = every - _cache(ref, name, context_len, batch, precision)
+        head = ref.Q_(m.vocab * m.d_model * ref.bytes_per_element(precision), "B")
+        slips += [("the output head left out", every - head,
+                   "the step without the output head: non_embedding_params leaves out the vocab x d_model head, "
+                   "which multiplies every sequence's new token, so it is read whole")]
+        if batch > 1:
+            whole = ref.Q_(m.total_params * ref.bytes_per_element(precision), "B")  # the table read whole, too
+            slips += [("the weights read once per sequence", every + (batch - 1) * weights,
+                       "the weights read once for every sequence, where a step reads them once for the whole batch"),
+                      ("the weights read once per sequence", batch * whole + _cache(ref, name, context_len, batch,
+                                                                                      precision),
+                       "every weight, the whole embedding table too, read once for every sequence, where a step reads "
+                       "the weights once for the whole batch and one embedding row per sequence")]
+        if ref.bytes_per_element(precision) != 2:
+            slips += [("the weights at 2 bytes whatever the format", every + weights * (
+                2 / ref.bytes_per_element(precision) - 1), f"the weights counted at 2 bytes a value, where every "
+                       f"value is in {precision}")]
         _checked(quantity, step_bytes(rl.model(name), context_len, batch, precision), careful,
                  f"step_bytes({name}, {context_len}, batch={batch}, {precision!r})", slips, rel=0.005,
                  accept=(every,))
