@@ -110,6 +110,29 @@ def test_two_phases_quotes_the_library():
     assert "image/png" in json.dumps(cells(SOLUTIONS, "01_two_phases"))  # the roofline figure
 
 
+def test_two_phases_derived_figures_hold():
+    """01's formulas are shown under their checks (each exercise's derived text); the figures they type are ideal
+    arithmetic on Llama-3-8B's fields, recomputed here by hand."""
+    llama = rl.model("Llama-3-8B")
+    said = {name: " ".join(exercises.get(name).derived.split()) for name in ("prefill_flops", "weight_bytes",
+                                                                                "decode_bytes", "decode_share")}
+    # 8.03 B parameters x 2 B at FP16 = 16.06 GB; a token's cache 2 x 32 layers x 8 KV heads x 128 x 2 B = 131 kB,
+    # 2,000 of them 0.26 GB; 32 query heads over 8 KV heads = 4 times.
+    assert f"{llama.total_params * 2 / 1e9:.2f} GB" == "16.06 GB"
+    assert "16.06 GB" in said["weight_bytes"] and "16.06 GB of weights" in said["decode_bytes"]
+    assert 2 * llama.layers * llama.kv_heads * llama.head_dim * 2 == 131_072 and "131 kB a token" in said["decode_bytes"]
+    assert round(2000 * 131_072 / 1e9, 2) == 0.26 and "add 0.26 GB" in said["decode_bytes"]
+    assert llama.heads // llama.kv_heads == 4 and "4 times smaller" in said["decode_bytes"]
+    # The prefill's first term at 2,000 tokens: 2 P_a N against 2 L w N^2 + 2 d V.
+    linear = 2 * llama.active_non_embedding_params * 2000
+    rest = 2 * llama.layers * llama.attention_width * 2000**2 + 2 * llama.d_model * llama.vocab
+    assert linear / (linear + rest) > 0.95 and "over 95% of the total" in said["prefill_flops"]
+    assert "(O - 1)" in said["decode_share"]
+    # None of them is typed in the notebook any more: the student reads it only after the check passes.
+    prose = " ".join(text(c) for c in cells(SOURCE, "01_two_phases") if c["cell_type"] == "markdown")
+    assert "What you derived" not in prose.replace("*What you derived*", "") and "F_\\text{prefill}" not in prose
+
+
 def test_kv_cache_typed_figures_hold():
     """02's prose types a few ideal or datasheet figures; each is recomputed here by hand from the model's fields."""
     prose = " ".join(" ".join(text(c).split()) for c in cells(SOURCE, "02_kv_cache") if c["cell_type"] == "markdown")
