@@ -17,8 +17,8 @@ import rooflab as rl
 from rooflab import Q_
 from rooflab.check import PRECISION_NOT_PASSED, QUANTITY_FOR_NUMBER
 from rooflab.exercises import tail as tail07
-from rooflab.exercises.two_phases import (FP16_PEAK, MEMORY_AT_FP16, NO_EMBEDDING, OUTPUT_STEPS, REQUEST_AT_FP16, TIE,
-                                         TOTAL_FOR_ACTIVE)
+from rooflab.exercises.two_phases import (DECODE_TIMES_N, EVERY_PARAMETER, FP16_PEAK, KV_WIDTH, MEMORY_AT_FP16,
+                                         NO_EMBEDDING, OUTPUT_STEPS, REQUEST_AT_FP16, TIE, TOTAL_FOR_ACTIVE)
 
 def _scaled(function, factor):
     return lambda *args, **kwargs: function(*args, **kwargs) * factor
@@ -267,6 +267,10 @@ HINTS = {
         "logits left out": "the logits term left out",
         "logits for every prompt token": "the logits term multiplied by prompt_len",
         "the prompt's tokens counted from 0 (n - 1 through the weights)": "off by one in prompt_len",
+        # The routes of a count derived without a recipe (the exercise gives the method, not the formula).
+        "a decode step's count times prompt_len": DECODE_TIMES_N,
+        "KV heads for query heads in attention": KV_WIDTH,
+        "the embedding table and head multiplied too": EVERY_PARAMETER,
     },
     "weight_bytes": {"the format ignored (2 bytes a value whatever is asked)": "2 bytes a value whatever the format",
                      "the embedding table and output head left out": NO_EMBEDDING},
@@ -323,6 +327,9 @@ MISTAKES = {
             "FLOP"),),
         "the prompt's tokens counted from 0 (n - 1 through the weights)": lambda s: (
             lambda m, n: s["prefill_flops"](m, n) - Q_(2 * m.active_non_embedding_params, "FLOP"),),
+        "a decode step's count times prompt_len": lambda s: (lambda m, n: n * s["decode_flops"](m, n),),
+        "KV heads for query heads in attention": lambda s: (lambda m, n: s["prefill_flops"](m, n) - Q_(
+            2 * m.layers * (m.heads - m.kv_heads) * m.head_dim * n * n, "FLOP"),),
     },
     "weight_bytes": {
         "parameters for bytes": lambda s: (lambda m, p="fp16": Q_(m.total_params, "B"),),
@@ -985,6 +992,10 @@ MISTAKES.update({
             "step_bytes"](m, c, b, p) - s["kv_cache_bytes"](m, c - 1, b, p)),
         "16-bit bytes whatever the format": lambda s: _profile(s, step_bytes=lambda m, c, b=1, p="fp16": s[
             "step_bytes"](m, c, b)),
+        "the weights read once per sequence": lambda s: _profile(s, step_bytes=lambda m, c, b=1, p="fp16": b * s[
+            "weight_bytes"](m, p) + s["kv_cache_bytes"](m, c, b, p)),
+        "the weights at 2 bytes, the cache in the format": lambda s: _profile(s, step_bytes=lambda m, c, b=1, p="fp16":
+            s["step_bytes"](m, 0, b) + s["kv_cache_bytes"](m, c, b, p)),
         "a percentage for a fraction in mbu": lambda s: _profile(s, mbu=_scaled(s["mbu"], 100)),
         "milliseconds for seconds in mbu": lambda s: _profile(s, mbu=lambda n, t, d: (
             n.m_as("B") / t.m_as("ms") / d.memory_bandwidth.m_as("B/s"))),
@@ -1174,6 +1185,11 @@ HINTS.update({
     "profile": {
         "an embedding row for every context token": "an embedding row for every context token",
         "only the new token's cache": "only the new token's cache",
+        # The routes of a step_bytes derived without a recipe.
+        "the whole embedding table": "the whole embedding table",
+        "the output head left out": "the output head left out",
+        "the weights read once per sequence": "the weights read once per sequence",
+        "the weights at 2 bytes, the cache in the format": "the weights at 2 bytes whatever the format",
     },
     "compute_bound_batch": {
         "the FP16 peak with 8-bit weights": PRECISION_NOT_PASSED,

@@ -62,7 +62,12 @@ def _cache(ref, name, context_len, batch, precision):
 
 # -- Exercise 1 ---------------------------------------------------------------------
 
-@exercise("kv_bytes_per_token", A, derive=True, visible=[
+@exercise("kv_bytes_per_token", A, derive=True, derived=r"""
+A token's cache is $2 \times \text{layers} \times \text{KV heads} \times \text{head\_dim} \times
+\text{bytes per value}$: 128 KiB for Llama-3-8B in FP16 ($2 \times 32 \times 8 \times 128 \times 2$ B). Llama-2-7B,
+with a KV head per query head, keeps four times as much. Without the cache, token 2,000 would redo the key and
+value projections of all 1,999 earlier tokens in every layer; with it, that work becomes bytes to read.
+""", visible=[
     # GQA at 16 bits: values for bytes and a forgotten K or V (2x), query heads for KV heads (4x), bits (8x)
     ("Llama-3-8B", "fp16"),
     # 80 layers at 8 bits: a layer count or a 2-byte value written in rather than read from the model
@@ -100,7 +105,12 @@ def _kv_cache_bytes(answers, case, ref, rl):
 
 # -- Exercise 3 ---------------------------------------------------------------------
 
-@exercise("max_batch", A, derive=True, visible=[
+@exercise("max_batch", A, derive=True, derived=r"""
+The room is $u \times M_{usable} - W$ for a share $u$ and weights of $W$ bytes. The largest batch is
+$\lfloor \text{room} / (n\,c) \rfloor$ for $n$ tokens of $c$ bytes each, and the longest context is
+$\lfloor \text{room} / (B\,c) \rfloor$; both are 0 when the room is negative. Engines count whole sequences
+(vLLM admits a request only when its blocks fit).
+""", visible=[
     # (model, device, context, batch, weights, kv, gpu_memory_utilization)
     # the running example: the "80GB" label, nvidia-smi's total for the 79.11 GiB a process gets, or the usable
     # memory read in GiB for GB (fewer bytes), rounding up (262.8 sequences), the weights left out
@@ -163,7 +173,12 @@ def _memory_time(ref, name, device, context_len, batch, precision):
     return (nbytes / ref.hardware(device).memory_bandwidth).to("s")
 
 
-@exercise("decode_step_time", A, derive=True, visible=[
+@exercise("decode_step_time", A, derive=True, derived=r"""
+With $B$ sequences of $n$ tokens, weights of $W$ bytes and $c$ bytes of cache per token, all in one format,
+$$t = \max\left(\frac{B \, F_{decode}(n)}{\text{peak}},\ \frac{W + B\,n\,c}{\text{bandwidth}}\right).$$
+The weights are shared by the batch and the caches are not: the rest of this assignment follows from that one
+difference.
+""", visible=[
     # (model, device, context, batch, precision)
     # 64 sequences of 2,000 tokens, memory-bound, the caches half the bytes: ms for s, one cache for all, the
     # weights read once per sequence, a compute-only step, F/P + B/W for the max, KV values for bytes
@@ -202,7 +217,14 @@ def _decode_step_time(answers, case, ref, rl):
 
 # -- Exercise 5: reading a profile -------------------------------------------------------
 
-@exercise("profile", A, derive=True, visible=[
+@exercise("profile", A, derive=True, derived=r"""
+MFU $= \dfrac{\text{FLOPs} / t}{\text{peak FLOP/s at the format}}$ and MBU $= \dfrac{\text{bytes} / t}{\text{bandwidth}}$.
+A decode step of $B$ sequences at $n$ tokens of context, $b$ bytes a value and $c$ bytes of cache a token, moves
+$$\text{bytes} = \big(N_{body} + V d + B\,d\big)\,b + B\,n\,c:$$
+the body and the output head read whole (every token is multiplied by them), one embedding row of $d$ values per
+sequence (the table is only indexed), and every sequence's own cache. Reading the whole embedding table instead
+would count 1 GB too many for Llama-3-8B; the course's `weight_bytes` counts it whole, as a checkpoint stores it.
+""", visible=[
     # ("mfu", FLOPs, unit, time, unit, device, precision): the prefill TensorRT-LLM measured (Llama-2-7B, 2,048
     # tokens, A100): a percentage, ms for s, magnitudes taken without their units (TFLOP and ms)
     ("mfu", 27.63, "TFLOP", 133, "ms", "A100-80GB", "fp16"),
@@ -250,6 +272,25 @@ def _profile(answers, case, ref, rl):
                  ("only the new token's cache", every - _cache(ref, name, context_len - 1, batch, precision),
                   "one token's cache per sequence, as a prefill writes it, where a decode step reads each sequence's "
                   "whole cache of context_len tokens")]
+        # The likely routes of a count derived without a recipe: the head forgotten (non_embedding_params leaves it
+        # out), the weights read once per sequence, the weights kept at 2 bytes whatever the format.
+        weights = every - _cache(ref, name, context_len, batch, precision)
+        head = ref.Q_(m.vocab * m.d_model * ref.bytes_per_element(precision), "B")
+        slips += [("the output head left out", every - head,
+                   "the step without the output head: non_embedding_params leaves out the vocab x d_model head, "
+                   "which multiplies every sequence's new token, so it is read whole")]
+        if batch > 1:
+            whole = ref.Q_(m.total_params * ref.bytes_per_element(precision), "B")  # the table read whole, too
+            slips += [("the weights read once per sequence", every + (batch - 1) * weights,
+                       "the weights read once for every sequence, where a step reads them once for the whole batch"),
+                      ("the weights read once per sequence", batch * whole + _cache(ref, name, context_len, batch,
+                                                                                      precision),
+                       "every weight, the whole embedding table too, read once for every sequence, where a step reads "
+                       "the weights once for the whole batch and one embedding row per sequence")]
+        if ref.bytes_per_element(precision) != 2:
+            slips += [("the weights at 2 bytes whatever the format", every + weights * (
+                2 / ref.bytes_per_element(precision) - 1), f"the weights counted at 2 bytes a value, where every "
+                       f"value is in {precision}")]
         _checked(quantity, step_bytes(rl.model(name), context_len, batch, precision), careful,
                  f"step_bytes({name}, {context_len}, batch={batch}, {precision!r})", slips, rel=0.005,
                  accept=(every,))
@@ -263,7 +304,11 @@ def _profile(answers, case, ref, rl):
 
 # -- Exercise 6 ---------------------------------------------------------------------
 
-@exercise("batching_gain", A, derive=True, visible=[
+@exercise("batching_gain", A, derive=True, derived=r"""
+The gain is $B \, t(1) / t(B)$: $B$ tokens a step against one. While the step is memory-bound it is
+$B\,(W + n c) / (W + B n c)$: near $B$ while the caches $B n c$ are small against the weights $W$, and bending away
+once they are not.
+""", visible=[
     # (model, device, context, batch): 2,000-token contexts, memory-bound: a step time for a throughput
     # (64x), the gain upside down, the caches left out (it would say 64)
     ("Llama-3-8B", "H100", 2000, 64),
@@ -287,7 +332,11 @@ def _batching_gain(answers, case, ref, rl):
 
 # -- Exercise 7 ---------------------------------------------------------------------
 
-@exercise("kv_equals_weights_batch", A, derive=True, visible=[
+@exercise("kv_equals_weights_batch", A, derive=True, derived=r"""
+$B_{=} = W / (n\,c)$: the weights over one sequence's cache. For Llama-3-8B in FP16 at 2,000 tokens,
+$16.06\ \text{GB} / (2{,}000 \times 131{,}072\ \text{B})$ is about 61. Past it, every step reads more cache than
+weights, which is why the batch of 64 gained about half its size.
+""", visible=[
     # (model, context, precision): GQA at 16 bits: query heads for KV heads (4x), KV values or a forgotten
     # K or V (2x), the cache of one token (2000x)
     ("Llama-3-8B", 2000, "fp16"),
@@ -309,7 +358,12 @@ def _kv_equals_weights_batch(answers, case, ref, rl):
 
 # -- Exercise 8 ---------------------------------------------------------------------
 
-@exercise("max_throughput", A, derive=True, visible=[
+@exercise("max_throughput", A, derive=True, derived=r"""
+The rate is $B_{max} / t(B_{max})$. At the largest batch a memory-bound step reads nearly the whole share (weights
+once, every cache), so it takes about the same time at any context: 0.9 x 84.9 GB / 3.35 TB/s, about 23 ms on the
+H100 (ideal). The rate is then about proportional to the sequences that fit (the next cell prints them). With
+short sequences so many fit that the matmuls bind instead, as the check's second case shows.
+""", visible=[
     # (model, device, context, precision, gpu_memory_utilization)
     # the running example, memory-bound at the largest batch: one sequence's tokens per second, a step time for a
     # rate, tokens per millisecond

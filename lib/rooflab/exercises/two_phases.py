@@ -30,6 +30,11 @@ MEMORY_AT_FP16 = f"{PRECISION_NOT_PASSED} to the memory check"
 REQUEST_AT_FP16 = f"{PRECISION_NOT_PASSED} to rl.request"
 OUTPUT_STEPS = "off by one in output_len - 1"
 NO_EMBEDDING = "the embedding table and output head left out (non_embedding_params counts neither)"
+DECODE_TIMES_N = ("a decode step's count times prompt_len (every token attending to all prompt_len, where attention "
+                  "is causal, and logits for every token, where only the last needs them)")
+KV_WIDTH = "KV heads for query heads in the attention term (every query head attends: heads x head_dim)"
+EVERY_PARAMETER = ("total_params for the weights a token passes through (the embedding table is a lookup, and the "
+                   "head is the logits term)")
 UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}
 TIE_HINT = ("The two are exactly equal here, and the rule for a tie is stated: at or above (>=), compute binds.")
 
@@ -45,7 +50,16 @@ def _pair(result, label: str):
     return result
 
 
-@exercise("prefill_flops", A, derive=True, visible=[
+@exercise("prefill_flops", A, derive=True, derived=r"""
+With $P_a$ the active non-embedding parameters, $L$ layers, attention width $w$ = `heads * head_dim`, `d_model` $d$
+and vocabulary $V$:
+
+$$ F_\text{prefill} = 2 P_a N \;+\; 2 L w N^2 \;+\; 2 d V. $$
+
+Every prompt token passes through every active weight. The $i$-th token attends to $i$ tokens, so a layer has about
+$N^2/2$ query-key pairs at $4w$ FLOPs each ($N(N+1)/2$ exactly: either is accepted). Only the last token needs
+logits. For Llama-3-8B at 2,000 tokens the first term is over 95% of the total: 2 FLOPs per parameter per token.
+""", visible=[
     ("Llama-3-8B", 2000),  # attention is 3.6% of it: a missing or doubled (non-causal) attention term shows
     ("Llama-3-8B", 16),    # the logits are 0.5% of it: forgetting them (or counting them per token) shows
     # A mixture of experts: a token passes through 2 of Mixtral's 8 experts, so every parameter counted (total
@@ -63,8 +77,17 @@ def _prefill_flops(answers, case, ref, rl):
              "attention": ref.Q_(2 * m.layers * m.attention_width * prompt_len**2, "FLOP"),
              "logits": ref.Q_(2 * m.d_model * m.vocab, "FLOP")}
     every_expert = ref.Q_(2 * (m.non_embedding_params - m.active_non_embedding_params) * prompt_len, "FLOP")
+    # The routes of a count derived without a recipe that no single term's slip explains.
+    n, logits = prompt_len, terms["logits"]
+    step = terms["linear"] / n + ref.Q_(4 * m.layers * m.attention_width * n, "FLOP") + logits
+    narrow = ref.Q_(2 * m.layers * m.kv_heads * m.head_dim * n**2, "FLOP")
+    every_parameter = ref.Q_(2 * m.total_params * n, "FLOP") + terms["attention"]
+    wrong = {DECODE_TIMES_N: n * step, KV_WIDTH: terms["linear"] + narrow + logits,
+             EVERY_PARAMETER: (every_parameter, every_parameter + logits)}
+    if every_expert.magnitude:
+        wrong[TOTAL_FOR_ACTIVE] = expected + every_expert
     quantity(prefill_flops(rl.model(name), prompt_len), expected, f"prefill_flops({name}, {prompt_len})", rel=EXACT,
-             also_wrong={TOTAL_FOR_ACTIVE: expected + every_expert} if every_expert.magnitude else {},
+             also_wrong={k: v for k, v in wrong.items() if k != KV_WIDTH or m.kv_heads != m.heads},
              terms=terms, counts={"prompt_len": prompt_len})
 
 
@@ -74,7 +97,10 @@ def _every_weight(ref, name, precision):
     return ref.Q_(m.total_params * ref.bytes_per_element(precision), "B").to("GB"), m.weight_bytes(precision)
 
 
-@exercise("weight_bytes", A, derive=True, visible=[
+@exercise("weight_bytes", A, derive=True, derived=r"""
+$B_\text{weights} = b P$: $b$ bytes a value (4 at FP32, 2 at FP16 and BF16, 1 at FP8 and INT8) times all $P$
+parameters, the embedding table and output head included: 16.06 GB for Llama-3-8B at FP16.
+""", visible=[
     ("Llama-3-8B", "fp16"),  # parameters for bytes (x2), GB for GiB, the embedding and output head left out (13%)
     ("Mistral-7B", "fp32"),  # the format ignored (2 bytes whatever is asked), parameters for bytes (x4)
 ])
@@ -94,7 +120,16 @@ def _weight_bytes(answers, case, ref, rl):
              also_wrong={NO_EMBEDDING: body_only})
 
 
-@exercise("decode_bytes", A, derive=True, visible=[
+@exercise("decode_bytes", A, derive=True, derived=r"""
+With $b$ bytes a value, $P$ all the parameters, $L$ layers, $h_{kv}$ KV heads, head size $d_h$ and $c$ tokens of
+context:
+
+$$ B_\text{decode} = b P \;+\; 2 L\, h_{kv}\, d_h\, b\, c. $$
+
+The 2 is K and V. The cache holds the KV heads, not the query heads: Llama-3-8B's 8 KV heads make its cache 4 times
+smaller than its 32 query heads would. At FP16 that is 131 kB a token, so 2,000 tokens of context add 0.26 GB to
+16.06 GB of weights.
+""", visible=[
     # The KV part is checked apart from the weights, so a slip in it shows however small the cache is:
     # query heads for KV heads (x4), forgot K and V or values for bytes (x2), GB for GiB.
     ("Llama-3-8B", 2000, "fp16"),
@@ -204,7 +239,11 @@ def _times(ref, name, device, prompt_len, peak_at, bytes_at):
     return max(prefill / peak, weights / bandwidth).to("s"), max(step / peak, (weights + kv) / bandwidth).to("s")
 
 
-@exercise("intensities", A, derive=True, visible=[
+@exercise("intensities", A, derive=True, derived=r"""
+The prefill's intensity is $F_\text{prefill} / (b P)$: at FP16 about $N P_a / P$ FLOP/B, in step with the prompt.
+A decode step's is $F_\text{decode} / B_\text{decode}$: about 1 FLOP/B at FP16 whatever the context, far below any
+ridge point. At FP8 the peak and the bytes both change, so both sides move.
+""", visible=[
     ("intensities", "Llama-3-8B", 2000, "fp16", "H100"),  # the running example: prefill compute-, decode memory-bound
     # A short prompt's prefill is memory-bound (the words swapped show); this model's small embedding makes
     # weights in GiB labelled GB fail; an intensity per token (N times too small) fails.
@@ -353,7 +392,11 @@ def _verdict(ref, name, device, prompt_len, output_len, limits, efficiency, memo
     return "meets" if r.ttft < limits[0] and r.itl < limits[1] else "too slow"
 
 
-@exercise("decode_share", A, visible=[
+@exercise("decode_share", A, derived=r"""
+An answer of $O$ tokens takes $\text{TTFT} + (O - 1)\,\text{ITL}$: the prefill makes the first token, each step one
+more. The decode share is $(O - 1)\,\text{ITL} / (\text{TTFT} + (O - 1)\,\text{ITL})$. For a chatbot's short prompt
+and long answer it is nearly 1: the stream, and so memory bandwidth, is what users wait on.
+""", visible=[
     ("Llama-3-8B", 2000, 300, "ms", "ms"),  # the running example: a percentage for a fraction, the prefill's share
     # A 5-token answer to a 4,000-token document: output_len steps instead of output_len - 1 (+15%); the TTFT
     # in s and the ITL in ms, so bare magnitudes mixed fail.
