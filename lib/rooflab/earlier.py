@@ -43,7 +43,8 @@ BYTES_PER_VALUE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1}
 
 
 def decode_flops(model, context_len):
-    """FLOPs of one token attending to ``context_len`` earlier tokens: 2 P + 4 L A n + 2 d V, in FLOP."""
+    """FLOPs of one token attending to ``context_len`` earlier tokens: 2 P + 4 L A n + 2 d V, in FLOP
+    (P the active non-embedding parameters, L layers, A the attention width, d the model width, V the vocabulary)."""
     linear = 2 * model.active_non_embedding_params
     attention = 4 * model.layers * model.attention_width * context_len
     logits = 2 * model.d_model * model.vocab
@@ -51,7 +52,8 @@ def decode_flops(model, context_len):
 
 
 def prefill_flops(model, prompt_len):
-    """FLOPs of prefilling one prompt of N tokens: 2 P N + 2 L A N^2 + 2 d V, in FLOP (assignment 1)."""
+    """FLOPs of prefilling one prompt of N tokens: 2 P N + 2 L A N^2 + 2 d V, in FLOP (assignment 1), with P the
+    active non-embedding parameters (``model.active_non_embedding_params``), as in :func:`decode_flops`."""
     n = prompt_len
     return Q_(2 * model.active_non_embedding_params * n + 2 * model.layers * model.attention_width * n * n
               + 2 * model.d_model * model.vocab, "FLOP")
@@ -73,7 +75,8 @@ def decode_bytes(model, context_len, precision="fp16"):
 
 
 def roofline_time(flops, nbytes, device, precision="fp16"):
-    """(time in s, "compute" or "memory"): max(F / peak FLOP/s, B / bandwidth) and the term that wins."""
+    """(time in s, "compute" or "memory"): max(F / peak FLOP/s, B / bandwidth) and the term that wins; the peak is
+    the device's at ``precision`` (``device.peak_flops(precision)``: pass "int8" or "fp8" for 8-bit math)."""
     compute = (flops / device.peak_flops(precision)).to("s")
     memory = (nbytes / device.memory_bandwidth).to("s")
     return (compute, "compute") if compute >= memory else (memory, "memory")
