@@ -25,7 +25,15 @@ HEAD_8BIT = "the head stored at FP8 (FP8 checkpoints keep it in 16-bit)"
 
 # -- Exercise 1: dollars per million tokens ----------------------------------------------------------------
 
-@exercise("cost_per_million", A, derive=DERIVED[A], visible=[
+
+COST_DERIVED = r"""
+$$\$\text{ per million tokens} = \frac{\text{price per hour}}{3600 \times \text{tokens per second} / 10^6}.$$
+A price per hour used as per second is off by 3,600. The price per hour is fixed, so the cost per token falls as fast
+as the batch raises the throughput.
+"""
+
+
+@exercise("cost_per_million", A, derive=DERIVED[A], derived=COST_DERIVED, visible=[
     # (price, its unit, output tokens/s per GPU: one number or a list)
     # The example H100 price per hour: a price per hour used as per second is off by 3,600; a bare number shows.
     (3.9492, "USD/h", 2730),
@@ -45,7 +53,18 @@ def _cost_per_million(answers, case, ref, rl):
 
 # -- Exercise 2: prompt tokens and generated tokens priced apart ------------------------------------------
 
-@exercise("token_prices", A, derive=DERIVED[A], visible=[
+
+PRICES_DERIVED = r"""
+Input: price $\times F / P$ (one prefill's time $F$ for its $P$ prompt tokens). Output: price $\times D / B$ (one
+decode step's time $D$ for its $B$ tokens). A prefill pushes $P$ tokens through each weight it reads; a decode step
+makes only $B$ tokens for the same read, plus every cache.
+
+The blended price is dearer than both because each generated token also carries its request's prefill, shared by
+$O - 1$ decoded tokens: blended $\approx$ output $+ \frac{P}{O - 1} \times$ input (the cell below checks it).
+"""
+
+
+@exercise("token_prices", A, derive=DERIVED[A], derived=PRICES_DERIVED, visible=[
     # (model, device, prompt_len, output_len, batch, price USD/h, precision)
     # The running example at batch 64: a prompt token costs a small fraction of a generated one.  Catches the
     # blended figure for the output price (the prefills' time charged to the generated tokens), B + k tokens for
@@ -98,7 +117,15 @@ def _dearer_tokens(ref):
 
 # -- Exercise 3: the cost at the SLA ----------------------------------------------------------------------
 
-@exercise("cost_at_sla", A, derive=DERIVED[A], visible=[
+
+SLA_DERIVED = r"""
+Cost per token = price / throughput, and the price is fixed: the cheapest token is at the highest throughput that
+meets both targets, the best batch's, $(B^\ast + k)/T(B^\ast)$. A GPU dearer per hour is cheaper per token when its
+throughput under the SLA rises by more than its price.
+"""
+
+
+@exercise("cost_at_sla", A, derive=DERIVED[A], derived=SLA_DERIVED, visible=[
     # (model, device, prompt_len, output_len, ttft_limit ms, itl_limit ms, price USD/h, precision)
     # The running example on the H100: the ITL target binds. Catches one user's tokens/s for the GPU's (off by
     # B + k), a price per hour used as per second, ideal for typical efficiency, batch 1 instead of the best.
@@ -133,7 +160,21 @@ def _no_communication(answer, step, call: str) -> None:
                   f"{step.communication.m_as('ms'):.3g} ms.", "TP speed-up assumed N-fold (communication ignored)")
 
 
-@exercise("tp_step_time", A, derive=True, visible=[
+
+TP_DERIVED = r"""
+Each GPU does $1/N$ of every part's FLOPs and bytes (a mixture of experts: FLOPs from the active parameters, bytes
+from every expert), so each part's time divides by $N$. A ring all-reduce of $M$ bytes sends $2 (N - 1) M / N$ from
+each GPU ($N - 1$ rounds to sum, $N - 1$ to share), and a step makes two per layer:
+
+$$\frac{\text{body} + \text{attention} + \text{head}}{N} \;+\; 2L \times \frac{2 (N - 1)}{N} \times
+\frac{B \, d_\text{model} \times 2\ \text{B}}{\text{one-way bandwidth}}.$$
+
+The ring's factor is 1 at $N = 2$ and approaches 2 as $N$ grows, while each GPU's share keeps shrinking: splitting
+further stops paying.
+"""
+
+
+@exercise("tp_step_time", A, derive=True, derived=TP_DERIVED, visible=[
     # (model, device, context_len, batch, tp, precision)
     # Llama-3-70B at batch 1 on two A100s: the weight read is nearly all of the step, so GiB for GB (off by
     # 1.074), values for bytes (off by 2) and weights not split over the GPUs show.

@@ -176,6 +176,18 @@ def _itl_change(ref):
 
 
 
+ENGINE_DERIVED = r"""
+A request's prefill makes its first token, so it then holds its slot for $O - 1$ decode steps, and
+$k = B/(O - 1)$ requests finish and start per step. An iteration is one decode step and $k$ prefills:
+
+$$\text{ITL} = T = D + kF, \qquad \text{throughput per GPU} = \frac{B + k}{T}, \qquad
+\text{TTFT} = F + \frac{T}{2}, \qquad \text{one user sees } \frac{1}{T}.$$
+
+The $+k$ is the prefills' first tokens; the $T/2$ is the mean wait for the iteration under way. `rl.steady_state`
+is this model (when several prompts arrive in one step it prefills them in one pass; these cases never need that).
+"""
+
+
 # -- Exercise 2: the steady state, from the step and the prefill ------------------------------------------
 
 def _triple(got, call: str):
@@ -187,7 +199,7 @@ def _triple(got, call: str):
     return got
 
 
-@exercise("engine_state", A, derive=DERIVED[A], visible=[
+@exercise("engine_state", A, derive=DERIVED[A], derived=ENGINE_DERIVED, visible=[
     # (model, device, prompt_len, output_len, batch, precision)
     # The running example at batch 64: the prefills are a large share of the iteration, so leaving them out of the
     # ITL, ideal for typical efficiency, the TTFT without its half iteration of waiting, and one user's tokens/s
@@ -239,7 +251,18 @@ def _where_time_goes(ref):
 
 # -- Exercise 3: the frontier and its bend -----------------------------------------------------------------
 
-@exercise("frontier_curve", A, derive=DERIVED[A], visible=[
+
+FRONTIER_DERIVED = r"""
+The frontier is your steady state at $B = 1, 2, \ldots, B_\text{max}$, with
+$B_\text{max} = \lfloor (\text{the engine's memory} - \text{weights}) / ((P + O) \times \text{KV bytes per token})
+\rfloor$ (assignment 2). The body turns compute-bound near $B \approx \text{ridge} \times \text{MFU}/\text{MBU}$: the
+ridge point moved by how far each roof falls short. Below the bend the weight read is shared, and each extra sequence
+adds only its cache read and its prefill share; past it, each adds as much time as it adds tokens, so the throughput
+flattens while every user's ITL keeps climbing. `rl.frontier` returns the same sweep as one object.
+"""
+
+
+@exercise("frontier_curve", A, derive=DERIVED[A], derived=FRONTIER_DERIVED, visible=[
     # (model, device, prompt_len, output_len, precision).  Every case keeps B <= O - 1 at every batch that fits
     # (at most one prompt a step), where a prompt's prefill is a pass of its own.
     # The notebook's shown frontier, the running model on an H200 with 500-token answers: it bends well inside
@@ -297,7 +320,17 @@ def _frontier_curve(answers, case, ref, rl):
 
 # -- Exercise 4: the best batch under the SLA and the memory ---------------------------------------------
 
-@exercise("best_batch", A, derive=DERIVED[A], visible=[
+
+BEST_DERIVED = r"""
+$$B^\ast = \arg\max_B \Big\{\frac{B + k}{T(B)} : B \le B_\text{max},\ T(B) \le \text{ITL target},\
+\text{TTFT}(B) \le \text{TTFT target}\Big\}, \text{ or } 0 \text{ when the set is empty.}$$
+
+Throughput grows with the batch along the whole frontier, so $B^\ast$ is the largest batch that fits and meets both
+targets. `rl.best_under_sla` returns that point (and raises `rl.SLAUnmet` when there is none).
+"""
+
+
+@exercise("best_batch", A, derive=DERIVED[A], derived=BEST_DERIVED, visible=[
     # (model, device, prompt_len, output_len, ttft_limit ms, itl_limit ms, precision)
     # The running example at 500 ms and 50 ms: the ITL target binds. Catches ideal for typical efficiency, the
     # first batch over the target for the last one under it, and a target compared in the wrong unit.
