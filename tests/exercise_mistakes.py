@@ -101,21 +101,22 @@ def _sla(s, budget_len=None, efficiency=None, check_itl=True, bare=False, check_
 # -- 05_under_load ---------------------------------------------------------------------------------------------
 
 def _step05(s, kv=2, heads="kv_heads", per_value=True, flops_per_mac=2, cache_batch=True, head_per_sequence=False,
-          gib=False, active="active_non_embedding_params"):
+          gib=False, active="active_non_embedding_params", weights_per_sequence=False, flops_batch=True):
     """05's step_time with one slip switched on: the K-and-V factor, the heads the cache is counted for, bytes per
     value, FLOPs per multiply-add, the caches of the batch or of one sequence, the head read per sequence, GiB."""
     def step_time(model, device, context_len, batch, precision="fp16"):
         size = s["BYTES_PER_VALUE"][precision] if per_value else 1
         nbytes = (lambda n: Q_(n / 2**30, "GB")) if gib else (lambda n: Q_(n, "B"))
         per_token = kv * model.layers * getattr(model, heads) * model.head_dim * size
-        body, _ = s["roofline_time"](Q_(batch * flops_per_mac * getattr(model, active), "FLOP"),
-                                     nbytes((model.non_embedding_params + batch * model.d_model) * size), device,
-                                     precision)
+        weights = model.non_embedding_params * (batch if weights_per_sequence else 1)
+        flops_of = batch if flops_batch else 1
+        body, _ = s["roofline_time"](Q_(flops_of * flops_per_mac * getattr(model, active), "FLOP"),
+                                     nbytes((weights + batch * model.d_model) * size), device, precision)
         sequences = batch if cache_batch else 1
         attention, _ = s["roofline_time"](
-            Q_(batch * 2 * flops_per_mac * model.layers * model.attention_width * context_len, "FLOP"),
+            Q_(flops_of * 2 * flops_per_mac * model.layers * model.attention_width * context_len, "FLOP"),
             nbytes(sequences * (context_len + 1) * per_token), device, precision)
-        head, _ = s["roofline_time"](Q_(batch * flops_per_mac * model.d_model * model.vocab, "FLOP"),
+        head, _ = s["roofline_time"](Q_(flops_of * flops_per_mac * model.d_model * model.vocab, "FLOP"),
                                      nbytes(model.vocab * model.d_model * size * (batch if head_per_sequence else 1)),
                                      device, precision)
         return body + attention + head
@@ -449,6 +450,8 @@ MISTAKES = {
         "one sequence's cache for the batch's (per sequence for per batch)": lambda s: _with_step(
             s, _step05(s, cache_batch=False)),
         "the head read once per sequence": lambda s: _with_step(s, _step05(s, head_per_sequence=True)),
+        "the weights read once per sequence": lambda s: _with_step(s, _step05(s, weights_per_sequence=True)),
+        "the FLOPs of one sequence for the batch's": lambda s: _with_step(s, _step05(s, flops_batch=False)),
         "tokens/s per request taken for per GPU": lambda s: (
             s["step_time"],
             lambda m, d, p, o, b, precision="fp16": (Q_(1, "token") / s["step_time"](
