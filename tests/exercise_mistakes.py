@@ -17,6 +17,8 @@ import rooflab as rl
 from rooflab import Q_
 from rooflab.check import PRECISION_NOT_PASSED, QUANTITY_FOR_NUMBER
 from rooflab.exercises import tail as tail07
+from rooflab.exercises.cost import HALF_LINK
+from rooflab.exercises.under_load import FEW_FLOPS
 from rooflab.exercises.two_phases import (DECODE_TIMES_N, EVERY_PARAMETER, FP16_PEAK, KV_WIDTH, MEMORY_AT_FP16,
                                          NO_EMBEDDING, OUTPUT_STEPS, REQUEST_AT_FP16, TIE, TOTAL_FOR_ACTIVE)
 
@@ -102,21 +104,22 @@ def _sla(s, budget_len=None, efficiency=None, check_itl=True, bare=False, check_
 # -- 05_under_load ---------------------------------------------------------------------------------------------
 
 def _step05(s, kv=2, heads="kv_heads", per_value=True, flops_per_mac=2, cache_batch=True, head_per_sequence=False,
-          gib=False, active="active_non_embedding_params"):
+          gib=False, active="active_non_embedding_params", weights_per_sequence=False, flops_batch=True):
     """05's step_time with one slip switched on: the K-and-V factor, the heads the cache is counted for, bytes per
     value, FLOPs per multiply-add, the caches of the batch or of one sequence, the head read per sequence, GiB."""
     def step_time(model, device, context_len, batch, precision="fp16"):
         size = s["BYTES_PER_VALUE"][precision] if per_value else 1
         nbytes = (lambda n: Q_(n / 2**30, "GB")) if gib else (lambda n: Q_(n, "B"))
         per_token = kv * model.layers * getattr(model, heads) * model.head_dim * size
-        body, _ = s["roofline_time"](Q_(batch * flops_per_mac * getattr(model, active), "FLOP"),
-                                     nbytes((model.non_embedding_params + batch * model.d_model) * size), device,
-                                     precision)
+        weights = model.non_embedding_params * (batch if weights_per_sequence else 1)
+        flops_of = batch if flops_batch else 1
+        body, _ = s["roofline_time"](Q_(flops_of * flops_per_mac * getattr(model, active), "FLOP"),
+                                     nbytes((weights + batch * model.d_model) * size), device, precision)
         sequences = batch if cache_batch else 1
         attention, _ = s["roofline_time"](
-            Q_(batch * 2 * flops_per_mac * model.layers * model.attention_width * context_len, "FLOP"),
+            Q_(flops_of * 2 * flops_per_mac * model.layers * model.attention_width * context_len, "FLOP"),
             nbytes(sequences * (context_len + 1) * per_token), device, precision)
-        head, _ = s["roofline_time"](Q_(batch * flops_per_mac * model.d_model * model.vocab, "FLOP"),
+        head, _ = s["roofline_time"](Q_(flops_of * flops_per_mac * model.d_model * model.vocab, "FLOP"),
                                      nbytes(model.vocab * model.d_model * size * (batch if head_per_sequence else 1)),
                                      device, precision)
         return body + attention + head
@@ -234,7 +237,7 @@ def _prices(s, efficiency="typical", precision_used=True, blended=False, decode_
 
 def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_layer=2, ring=True,
         weights_split=True, activation_bytes=lambda precision: 2, active="active_non_embedding_params",
-        head_bytes=lambda precision: 2):
+        head_bytes=lambda precision: 2, caches_split=True):
     def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):
         size = s["BYTES_PER_VALUE"][precision]
         per_token = 2 * model.layers * model.kv_heads * model.head_dim * size
@@ -243,7 +246,7 @@ def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_
                                      Q_(weights / 2**30, "GB") if gib else Q_(weights, "B"), device, precision)
         attention, _ = s["roofline_time"](
             Q_(batch * 4 * model.layers * model.attention_width * context_len / tp, "FLOP"),
-            Q_(batch * (context_len + 1) * per_token / tp, "B"), device, precision)
+            Q_(batch * (context_len + 1) * per_token / (tp if caches_split else 1), "B"), device, precision)
         head, _ = s["roofline_time"](Q_(batch * 2 * model.d_model * model.vocab / tp, "FLOP"),
                                      Q_(model.vocab * model.d_model * head_bytes(precision) / tp, "B"), device,
                                      precision)
@@ -304,6 +307,50 @@ HINTS = {
         "output_len steps, not output_len - 1": OUTPUT_STEPS,
         "magnitudes mixed across units": "seconds added to milliseconds",
         "a quantity returned, not a plain number": QUANTITY_FOR_NUMBER,
+    },
+    # 05_under_load: every slip of the step and of the steady state is named (issue 24: Exercise 1 asks which costs
+    # are per step and which per sequence, Exercise 2 gives no step list).
+    "step_time": {
+        "forgot K and V in the cache": "forgot K and V in the cache",
+        "query heads for KV heads": "query heads for KV heads",
+        "values for bytes (no BYTES_PER_VALUE)": "values for bytes (no BYTES_PER_VALUE)",
+        "one FLOP per multiply-add": FEW_FLOPS,
+        "the FLOPs of one sequence for the batch's": FEW_FLOPS,
+        "one sequence's cache for the batch's (per sequence for per batch)":
+            "one sequence's cache for the batch's (per sequence for per batch)",
+        "the head read once per sequence": "the head read once per sequence",
+        "the weights read once per sequence": "the weights read once per sequence",
+        "the prompt length for the mean context": "the prompt length for the mean context",
+    },
+    "engine_state": {
+        "a whole iteration of waiting in the TTFT, not half": "a whole iteration of waiting in the TTFT, not half",
+        "ideal for typical efficiency": "ideal for typical efficiency",
+        "B tokens an iteration, not B + k (the prefills' first tokens left out)":
+            "B tokens an iteration, not B + k (the prefills' first tokens left out)",
+        "O steps a slot, not O - 1 (off by one)": "O steps a slot, not O - 1 (off by one)",
+        "the precision left at its default": PRECISION_NOT_PASSED + " (the step and the prefill at fp16)",
+        "the prompt length for the mean context": "the prompt length for the mean context",
+    },
+    # 06_cost: Exercises 2 and 3 give the quantities and one question; Exercise 4 is the undictated derivation.
+    "token_prices": {
+        "B + k tokens for the decode step's B": "B + k tokens for the decode step's B",
+        "the two prices swapped": "the two prices swapped",
+        "ideal for typical efficiency": "ideal for typical efficiency",
+        "the precision left at its default": PRECISION_NOT_PASSED + " (the prefill and the step at fp16)",
+    },
+    "cost_at_sla": {
+        "ideal for typical efficiency": "ideal for typical efficiency",
+        "the TTFT target left out": "the TTFT target left out",
+        "the precision left at its default": PRECISION_NOT_PASSED + " (to engine_state, or to both)",
+        "batch 1, not the best batch": "batch 1, not the best batch",
+    },
+    "tp_step_time": {
+        "the link's two-way bandwidth for one way": HALF_LINK,
+        "one all-reduce per layer, not two": HALF_LINK,
+        "the ring's 2 (N - 1) / N left out": "the ring's 2 (N - 1) / N left out",
+        "the weights not split over the GPUs": "the weights not split over the GPUs",
+        "the caches not split over the GPUs": "the caches not split over the GPUs (each GPU holds its share of the KV heads)",
+        "total for active parameters (a mixture of experts)": "total for active parameters (a mixture of experts)",
     },
 }
 
@@ -457,6 +504,8 @@ MISTAKES = {
         "one sequence's cache for the batch's (per sequence for per batch)": lambda s: _with_step(
             s, _step05(s, cache_batch=False)),
         "the head read once per sequence": lambda s: _with_step(s, _step05(s, head_per_sequence=True)),
+        "the weights read once per sequence": lambda s: _with_step(s, _step05(s, weights_per_sequence=True)),
+        "the FLOPs of one sequence for the batch's": lambda s: _with_step(s, _step05(s, flops_batch=False)),
         "tokens/s per request taken for per GPU": lambda s: (
             s["step_time"],
             lambda m, d, p, o, b, precision="fp16": (Q_(1, "token") / s["step_time"](
@@ -560,6 +609,7 @@ MISTAKES = {
         "one all-reduce per layer, not two": lambda s: (_tp(s, all_reduces_per_layer=1),),
         "the ring's 2 (N - 1) / N left out": lambda s: (_tp(s, ring=False),),
         "the weights not split over the GPUs": lambda s: (_tp(s, weights_split=False),),
+        "the caches not split over the GPUs": lambda s: (_tp(s, caches_split=False),),
         "activations at the weights' bytes per value (they cross the link in 16-bit)": lambda s: (
             _tp(s, activation_bytes=lambda precision: PER_VALUE[precision]),),
         "total for active parameters (a mixture of experts)": lambda s: (_tp(s, active="non_embedding_params"),),

@@ -398,3 +398,24 @@ def test_crossover_derived_texts_hold():
     parts = exercises.get("decode_parts").derived
     kv = 2 * llama.layers * llama.kv_heads * llama.head_dim * 2  # K and V, 2 bytes a value
     assert 4 * llama.layers * llama.attention_width / kv == 4 and "4 FLOP/B for Llama-3-8B at FP16" in parts
+
+
+@pytest.mark.parametrize("assignment, formulas", [
+    ("05_under_load", {"step_time": "read once for the whole batch", "engine_state": "T = D + kF",
+                       "frontier_curve": r"\text{ridge} \times \text{MFU}/\text{MBU}", "best_batch": r"\arg\max_B"}),
+    ("06_cost", {"cost_per_million": r"3600 \times \text{tokens per second}", "token_prices": r"\frac{P}{O - 1}",
+                 "cost_at_sla": "price / throughput", "tp_step_time": r"\frac{2 (N - 1)}{N}"}),
+])
+def test_formulas_sit_in_the_derived_text_not_the_notebook(assignment, formulas):
+    """Issue 24: 05's and 06_cost's formulas are shown under the check once the visible cases pass
+    (Exercise.derived), never in the release a student reads before answering."""
+    from rooflab import exercises
+
+    prose = " ".join(text(c) for c in cells(RELEASE, assignment) if c["cell_type"] == "markdown")
+    assert "What you derived" not in prose
+    for name, formula in formulas.items():
+        assert formula in exercises.get(name).derived, name
+        assert formula not in prose, name
+    # The steady state's k, by hand: 32 slots and 500-token answers hold a slot 499 steps, 32 / 499 = 0.0641 a step.
+    if assignment == "05_under_load":
+        assert r"k = B/(O - 1)" in exercises.get("engine_state").derived and round(32 / 499, 4) == 0.0641

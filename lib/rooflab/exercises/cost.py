@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..check import _fail, number, quantity
+from ..check import PRECISION_NOT_PASSED, _fail, number, quantity
 from . import DERIVED, exercise, question
-from .under_load import PER_GPU, _calling, _gib, _pair
+from .under_load import PER_GPU, TOTAL, _calling, _gib, _mean_context, _pair
 
 A = "06_cost"
 SLA = 0.01  # tp_step_time against the library's tensor-parallel step
@@ -25,7 +25,15 @@ HEAD_8BIT = "the head stored at FP8 (FP8 checkpoints keep it in 16-bit)"
 
 # -- Exercise 1: dollars per million tokens ----------------------------------------------------------------
 
-@exercise("cost_per_million", A, derive=DERIVED[A], visible=[
+
+COST_DERIVED = r"""
+$$\$\text{ per million tokens} = \frac{\text{price per hour}}{3600 \times \text{tokens per second} / 10^6}.$$
+A price per hour used as per second is off by 3,600. The price per hour is fixed, so the cost per token falls as fast
+as the batch raises the throughput.
+"""
+
+
+@exercise("cost_per_million", A, derive=DERIVED[A], derived=COST_DERIVED, visible=[
     # (price, its unit, output tokens/s per GPU: one number or a list)
     # The example H100 price per hour: a price per hour used as per second is off by 3,600; a bare number shows.
     (3.9492, "USD/h", 2730),
@@ -45,7 +53,18 @@ def _cost_per_million(answers, case, ref, rl):
 
 # -- Exercise 2: prompt tokens and generated tokens priced apart ------------------------------------------
 
-@exercise("token_prices", A, derive=DERIVED[A], visible=[
+
+PRICES_DERIVED = r"""
+Input: price $\times F / P$ (one prefill's time $F$ for its $P$ prompt tokens). Output: price $\times D / B$ (one
+decode step's time $D$ for its $B$ tokens). A prefill pushes $P$ tokens through each weight it reads; a decode step
+makes only $B$ tokens for the same read, plus every cache.
+
+The blended price is dearer than both because each generated token also carries its request's prefill, shared by
+$O - 1$ decoded tokens: blended $\approx$ output $+ \frac{P}{O - 1} \times$ input (the cell below checks it).
+"""
+
+
+@exercise("token_prices", A, derive=DERIVED[A], derived=PRICES_DERIVED, visible=[
     # (model, device, prompt_len, output_len, batch, price USD/h, precision)
     # The running example at batch 64: a prompt token costs a small fraction of a generated one.  Catches the
     # blended figure for the output price (the prefills' time charged to the generated tokens), B + k tokens for
@@ -64,8 +83,9 @@ def _token_prices(answers, case, ref, rl):
     call = f"token_prices({name}, {device}, {prompt_len}, {output_len}, {batch}, ${price}/h, {precision!r})"
     got = _pair(token_prices(rl.model(name), rl.hardware(device), prompt_len, output_len, batch,
                              rl.Q_(price, "USD/h"), precision), call)
+    slips = _price_slips(ref, case)
     quantity(got[0], s.cost_per_million_input(hourly), f"the price of a million prompt tokens of {call}", rel=SAME,
-             mistakes={HOUR: 3600})
+             mistakes={HOUR: 3600}, also_wrong=slips[0])
     output = s.cost_per_million_output(hourly)
     blended = s.cost_per_million(hourly)
     if hasattr(got[1], "check") and got[1].check("[currency] / [text]") and np.ndim(got[1].magnitude) == 0:
@@ -75,7 +95,35 @@ def _token_prices(answers, case, ref, rl):
                   "figure: it charges the prefills' GPU time to the generated tokens too. Charge the generated "
                   "tokens only the decode step's time.", "the blended price for the generated tokens'")
     quantity(got[1], output, f"the price of a million generated tokens of {call}", rel=SAME,
-             mistakes={HOUR: 3600, PER_GPU: batch})
+             mistakes={HOUR: 3600, PER_GPU: batch}, also_wrong=slips[1])
+
+
+def _prices_of(ref, name, device, prompt_len, output_len, batch, price, precision, efficiency="typical",
+               decode_tokens=None):
+    """(input, output) USD/Mtok of the course's token prices: price x F / P and price x D / (tokens a step)."""
+    f = ref.prefill(name, device, prompt_len, 1, precision, efficiency=efficiency, allow_overflow=True).time
+    d = ref.decode_step(name, device, _mean_context(prompt_len, output_len), batch, precision, efficiency=efficiency,
+                        allow_overflow=True).time
+    hourly = ref.Q_(price, "USD/h")
+    made = batch if decode_tokens is None else decode_tokens
+    return ((hourly * f / ref.Q_(prompt_len, "token")).to("USD/Mtok"),
+            (hourly * d / ref.Q_(made, "token")).to("USD/Mtok"))
+
+
+def _price_slips(ref, case) -> list[dict]:
+    """For the prompt price and the generated price: {mistake: the value it gives}, each slip that moves it here."""
+    name, device, prompt_len, output_len, batch, price, precision = case
+    right = _prices_of(ref, *case)
+    variants = {"ideal for typical efficiency": _prices_of(ref, *case, efficiency="ideal"),
+                PRECISION_NOT_PASSED + " (the prefill and the step at fp16)": _prices_of(ref, *case[:-1], "fp16"),
+                "B + k tokens for the decode step's B": _prices_of(
+                    ref, *case, decode_tokens=batch + batch / (output_len - 1))}
+    found: list[dict] = [{"the two prices swapped": right[1]}, {"the two prices swapped": right[0]}]
+    for mistake, values in variants.items():
+        for which in (0, 1):
+            if abs((values[which] / right[which]).m_as("") - 1) > 3 * SAME:
+                found[which][mistake] = values[which]
+    return found
 
 
 ORDERS = {"prompt tokens": ("prompt", "input", "input tokens", "prompts", "the prompt tokens"),
@@ -98,7 +146,15 @@ def _dearer_tokens(ref):
 
 # -- Exercise 3: the cost at the SLA ----------------------------------------------------------------------
 
-@exercise("cost_at_sla", A, derive=DERIVED[A], visible=[
+
+SLA_DERIVED = r"""
+Cost per token = price / throughput, and the price is fixed: the cheapest token is at the highest throughput that
+meets both targets, the best batch's, $(B^\ast + k)/T(B^\ast)$. A GPU dearer per hour is cheaper per token when its
+throughput under the SLA rises by more than its price.
+"""
+
+
+@exercise("cost_at_sla", A, derive=DERIVED[A], derived=SLA_DERIVED, visible=[
     # (model, device, prompt_len, output_len, ttft_limit ms, itl_limit ms, price USD/h, precision)
     # The running example on the H100: the ITL target binds. Catches one user's tokens/s for the GPU's (off by
     # B + k), a price per hour used as per second, ideal for typical efficiency, batch 1 instead of the best.
@@ -118,7 +174,34 @@ def _cost_at_sla(answers, case, ref, rl):
                       rl.Q_(ttft, "ms"), rl.Q_(itl, "ms"), rl.Q_(price, "USD/h"), precision,
                       why=f"But batch {best.batch} meets both targets here: check what you pass on (the precision?).")
     quantity(answer, best.cost_per_million(ref.Q_(price, "USD/h")), call,
-             mistakes={PER_GPU: best.tokens_per_step, HOUR: 3600})
+             mistakes={PER_GPU: best.tokens_per_step, HOUR: 3600}, also_wrong=_sla_slips(ref, case, best))
+
+
+def _sla_slips(ref, case, best) -> dict:
+    """{mistake: the cost it gives} for each slip of the search that moves the cost on this case by over 2%."""
+    name, device, prompt_len, output_len, ttft, itl, price, precision = case
+    hourly = ref.Q_(price, "USD/h")
+
+    def at(batch, at_precision=precision):
+        return ref.steady_state(name, device, prompt_len, output_len, batch, at_precision, efficiency="typical",
+                                allow_overflow=True).cost_per_million(hourly)
+
+    def searched(ttft_limit=ttft, at_precision=precision, efficiency="typical"):
+        try:
+            return ref.best_under_sla(name, device, prompt_len, output_len, ref.Q_(ttft_limit, "ms"),
+                                      ref.Q_(itl, "ms"), at_precision, efficiency=efficiency)
+        except (ref.DoesNotFit, ref.SLAUnmet):
+            return None
+
+    right = best.cost_per_million(hourly)
+    wrong = {"batch 1, not the best batch": (at(1),),
+             "the TTFT target left out": (at(searched(ttft_limit=3.6e6).batch),),
+             "ideal for typical efficiency": (searched(efficiency="ideal").cost_per_million(hourly),),
+             PRECISION_NOT_PASSED + " (to engine_state, or to both)": tuple(
+                 v for v in (at(best.batch, "fp16"), searched(at_precision="fp16") and
+                             searched(at_precision="fp16").cost_per_million(hourly)) if v)}
+    return {mistake: values for mistake, values in wrong.items()
+            if values and all(abs((v / right).m_as("") - 1) > 0.02 for v in values)}
 
 
 # -- Exercise 4: tensor parallelism -----------------------------------------------------------------------
@@ -133,7 +216,21 @@ def _no_communication(answer, step, call: str) -> None:
                   f"{step.communication.m_as('ms'):.3g} ms.", "TP speed-up assumed N-fold (communication ignored)")
 
 
-@exercise("tp_step_time", A, derive=True, visible=[
+
+TP_DERIVED = r"""
+Each GPU does $1/N$ of every part's FLOPs and bytes (a mixture of experts: FLOPs from the active parameters, bytes
+from every expert), so each part's time divides by $N$. A ring all-reduce of $M$ bytes sends $2 (N - 1) M / N$ from
+each GPU ($N - 1$ rounds to sum, $N - 1$ to share), and a step makes two per layer:
+
+$$\frac{\text{body} + \text{attention} + \text{head}}{N} \;+\; 2L \times \frac{2 (N - 1)}{N} \times
+\frac{B \, d_\text{model} \times 2\ \text{B}}{\text{one-way bandwidth}}.$$
+
+The ring's factor is 1 at $N = 2$ and approaches 2 as $N$ grows, while each GPU's share keeps shrinking: splitting
+further stops paying.
+"""
+
+
+@exercise("tp_step_time", A, derive=True, derived=TP_DERIVED, visible=[
     # (model, device, context_len, batch, tp, precision)
     # Llama-3-70B at batch 1 on two A100s: the weight read is nearly all of the step, so GiB for GB (off by
     # 1.074), values for bytes (off by 2) and weights not split over the GPUs show.
@@ -174,7 +271,59 @@ def _tp_step_time(answers, case, ref, rl):
             _fail(f"{call} = {answer.to('ms'):.4g~P}: the head's weights are read at 1 byte a value. At FP8 the "
                   "head stays in 16-bit (2 bytes a value), as in shipped FP8 checkpoints and the library; the "
                   "course's step_time stores it at FP8, so step_time alone does not give it.", HEAD_8BIT)
-    quantity(answer, step.time, call, rel=SLA, mistakes=_gib(step.compute) if quiet else None)
+    quantity(answer, step.time, call, rel=SLA, mistakes=_gib(step.compute) if quiet else None,
+             also_wrong=_tp_slips(ref, case, step.time))
+
+
+# Both halve the all-reduces' time, so one name for the two.
+HALF_LINK = ("the all-reduces half as long: the link's two-way figure taken for one way, or one all-reduce per layer "
+             "(there are two: after attention and after the MLP)")
+# Slips of the tensor-parallel step, each named where a visible case shows it: (mistake, the slip's arguments).
+TP_SLIPS = (
+    (HALF_LINK, dict(link=1.0)),
+    (HALF_LINK, dict(per_layer=1)),
+    ("the ring's 2 (N - 1) / N left out", dict(ring=False)),
+    ("the weights not split over the GPUs", dict(split_weights=False)),
+    ("the caches not split over the GPUs (each GPU holds its share of the KV heads)", dict(split_caches=False)),
+    (TOTAL, dict(active=False)),
+)
+
+
+def _tp_si(model, hardware, context, batch, tp, precision, link=0.5, per_layer=2, ring=True, split_weights=True,
+           active=True, split_caches=True) -> float:
+    """The course's ideal tensor-parallel step, s, with one slip switched on (the defaults: none): each part's
+    max(FLOPs / N / peak, bytes / N / bandwidth), plus 2 L all-reduces of B d_model 16-bit values, each sending
+    2 (N - 1) / N of it over the link's one-way bandwidth (``link`` of the two-way figure)."""
+    from ..check import BYTES_PER_VALUE
+
+    size = BYTES_PER_VALUE[precision]
+    peak, bandwidth = hardware.peak_flops(precision).m_as("FLOP/s"), hardware.memory_bandwidth.m_as("B/s")
+    params = model.active_non_embedding_params if active else model.non_embedding_params
+    parts = (
+        (batch * 2 * params / tp,
+         (model.non_embedding_params + batch * model.d_model) * size / (tp if split_weights else 1)),
+        (batch * 4 * model.layers * model.attention_width * context / tp,
+         batch * (context + 1) * 2 * model.layers * model.kv_heads * model.head_dim * size / (tp if split_caches else 1)),
+        (batch * 2 * model.d_model * model.vocab / tp, model.d_model * model.vocab * max(size, 2) / tp),
+    )
+    compute = sum(max(flops / peak, nbytes / bandwidth) for flops, nbytes in parts)
+    share = 2 * (tp - 1) / tp if ring else 1
+    message = batch * model.d_model * 2
+    return compute + per_layer * model.layers * share * message / (hardware.interconnect_bandwidth.m_as("B/s") * link)
+
+
+def _tp_slips(ref, case, expected) -> dict:
+    """{mistake: the step it gives} for each slip of TP_SLIPS that moves this case's step by over 1.5%: the
+    library's step scaled by the slip's effect on the course's count (the two counts differ by under 1%)."""
+    name, device, context, batch, tp, precision = case
+    model, hardware = ref.model(name), ref.hardware(device)
+    right = _tp_si(model, hardware, context, batch, tp, precision)
+    found: dict[str, list] = {}
+    for mistake, slip in TP_SLIPS:
+        ratio = _tp_si(model, hardware, context, batch, tp, precision, **slip) / right
+        if abs(ratio - 1) > 1.5 * SLA:
+            found.setdefault(mistake, []).append(expected * ratio)
+    return {mistake: tuple(values) for mistake, values in found.items()}
 
 
 def _head_si(ref, name: str, device: str, batch: int, tp: int, precision: str, bytes_per_value: int) -> float:

@@ -16,7 +16,7 @@ import importlib
 
 import numpy as np
 
-from ..check import _fail, derive_yourself, number, quantity
+from ..check import PRECISION_NOT_PASSED, _fail, derive_yourself, number, quantity
 from . import DERIVED, exercise, question
 
 A = "05_under_load"
@@ -108,7 +108,68 @@ def _total_for_active(answer, ref, name, device, context, batch, precision, call
               f"every expert's ({every / 1e9:.1f} B).", TOTAL)
 
 
-@exercise("step_time", A, derive=True, visible=[
+
+STEP_DERIVED = r"""
+With $R(\text{FLOPs}, \text{bytes})$ the roofline time, $b$ bytes a value, $c$ the context and $B$ the batch:
+
+- body: $R\big(2B \times \text{active parameters},\ (\text{non-embedding parameters} + B\,d_\text{model})\,b\big)$;
+- attention: $R\big(4B\,L\,w_\text{attention}\,c,\ B\,(c + 1) \times 2L\,h_\text{KV}\,d_\text{head}\,b\big)$;
+- head: $R\big(2B\,d_\text{model}V,\ d_\text{model}V\,b\big)$.
+
+The weights and the head are read once for the whole batch; the FLOPs, the embedding rows and the caches grow with
+$B$. A mixture of experts: FLOPs from the active parameters, bytes from every expert (a large batch touches them all).
+The GPU makes $B$ tokens a step: $B$ / step per second, each user 1 / step.
+"""
+
+# Where the body is compute-bound with either slip, both land on its memory time: one name for the two.
+FEW_FLOPS = "too few FLOPs (one FLOP per multiply-add, or one sequence's FLOPs for the batch's)"
+# Slips in the step's count, each named where a visible case shows it: (mistake, the slip's keyword arguments).
+STEP_SLIPS = (
+    ("forgot K and V in the cache", dict(kv=1)),
+    ("query heads for KV heads", dict(heads="heads")),
+    ("values for bytes (no BYTES_PER_VALUE)", dict(per_value=1)),
+    (FEW_FLOPS, dict(flops_per_mac=1)),
+    ("one sequence's cache for the batch's (per sequence for per batch)", dict(caches=False)),
+    ("the head read once per sequence", dict(head_per_sequence=True)),
+    ("the weights read once per sequence", dict(weights_per_sequence=True)),
+    (FEW_FLOPS, dict(flops_batch=False)),
+)
+
+
+def _step_si(model, hardware, context, batch, precision, kv=2, heads="kv_heads", per_value=None, flops_per_mac=2,
+             caches=True, head_per_sequence=False, weights_per_sequence=False, flops_batch=True) -> float:
+    """The course's ideal decode step of ``batch`` sequences, s, with one slip switched on (the defaults: none):
+    the sum over body, attention and head of max(FLOPs / peak, bytes / bandwidth)."""
+    from ..check import BYTES_PER_VALUE
+
+    size = BYTES_PER_VALUE[precision] if per_value is None else per_value
+    peak, bandwidth = hardware.peak_flops(precision).m_as("FLOP/s"), hardware.memory_bandwidth.m_as("B/s")
+    b = batch if flops_batch else 1
+    parts = (
+        (b * flops_per_mac * model.active_non_embedding_params,
+         (model.non_embedding_params * (batch if weights_per_sequence else 1) + batch * model.d_model) * size),
+        (b * 2 * flops_per_mac * model.layers * model.attention_width * context,
+         (batch if caches else 1) * (context + 1) * kv * model.layers * getattr(model, heads) * model.head_dim * size),
+        (b * flops_per_mac * model.d_model * model.vocab,
+         model.vocab * model.d_model * size * (batch if head_per_sequence else 1)),
+    )
+    return sum(max(flops / peak, nbytes / bandwidth) for flops, nbytes in parts)
+
+
+def _step_slips(ref, name, device, context, batch, precision, rel: float) -> dict:
+    """{mistake: the step it gives} for each slip in STEP_SLIPS that moves this case's step by more than 3 x rel
+    (one that moves it less cannot be told from a right answer)."""
+    model, hardware = ref.model(name), ref.hardware(device)
+    right = _step_si(model, hardware, context, batch, precision)
+    found: dict[str, list] = {}
+    for mistake, slip in STEP_SLIPS:
+        wrong = _step_si(model, hardware, context, batch, precision, **slip)
+        if abs(wrong / right - 1) > 3 * rel:
+            found.setdefault(mistake, []).append(ref.Q_(wrong, "s"))
+    return {mistake: tuple(values) for mistake, values in found.items()}
+
+
+@exercise("step_time", A, derive=True, derived=STEP_DERIVED, visible=[
     # (model, device, prompt_len, output_len, batch, precision)
     # The running example at batch 64: the 64 caches are half the step.  Catches K and V forgotten, query heads
     # for KV heads, one sequence's cache for the batch's, the prompt length for the mean context, milliseconds
@@ -135,11 +196,17 @@ def _step_time(answers, case, ref, rl):
     call = f"step_time({name}, {device}, {context:g}, {batch}, {precision!r})"
     answer = step_time(rl.model(name), rl.hardware(device), context, batch, precision)
     _total_for_active(answer, ref, name, device, context, batch, precision, call)
-    quantity(answer, expected, call, rel=STEP, mistakes=_gib(step))
+    quantity(answer, expected, call, rel=STEP, mistakes=_gib(step),
+             also_wrong=_step_slips(ref, name, device, context, batch, precision, STEP))
+    # The step at the prompt's length: each sequence's cache read as if at the start of its answer.
+    at_prompt = ref.Q_(batch, "token") / ref.decode_step(name, device, prompt_len, batch, precision,
+                                                        allow_overflow=True).time
+    apart = abs((at_prompt * expected / ref.Q_(batch, "token")).m_as("") - 1) > 1.5 * STEP
     quantity(tokens_per_second(rl.model(name), rl.hardware(device), prompt_len, output_len, batch, precision),
              ref.Q_(batch, "token") / expected,
              f"tokens_per_second({name}, {device}, {prompt_len}, {output_len}, {batch}, {precision!r})", rel=STEP,
-             mistakes={PER_GPU: batch} if batch > 1 else None)
+             mistakes={PER_GPU: batch} if batch > 1 else None,
+             also_wrong={"the prompt length for the mean context": at_prompt} if apart else None)
 
 
 GAINS = {"about 64x": ("64x", "about 64", "64", "64 x", "about 64 x"),
@@ -176,6 +243,18 @@ def _itl_change(ref):
 
 
 
+ENGINE_DERIVED = r"""
+A request's prefill makes its first token, so it then holds its slot for $O - 1$ decode steps, and
+$k = B/(O - 1)$ requests finish and start per step. An iteration is one decode step and $k$ prefills:
+
+$$\text{ITL} = T = D + kF, \qquad \text{throughput per GPU} = \frac{B + k}{T}, \qquad
+\text{TTFT} = F + \frac{T}{2}, \qquad \text{one user sees } \frac{1}{T}.$$
+
+The $+k$ is the prefills' first tokens; the $T/2$ is the mean wait for the iteration under way. `rl.steady_state`
+is this model (when several prompts arrive in one step it prefills them in one pass; these cases never need that).
+"""
+
+
 # -- Exercise 2: the steady state, from the step and the prefill ------------------------------------------
 
 def _triple(got, call: str):
@@ -187,7 +266,53 @@ def _triple(got, call: str):
     return got
 
 
-@exercise("engine_state", A, derive=DERIVED[A], visible=[
+def _engine_si(ref, name, device, prompt_len, output_len, batch, precision, efficiency="typical", steps=None,
+               context=None, wait=0.5, first_tokens=True) -> tuple[float, float, float]:
+    """(ITL s, tokens/s per GPU, TTFT s) of the course's steady state (one prefill pass per prompt), with one slip
+    switched on (the defaults: none): the efficiency, the steps a slot is held, the step's context, the share of an
+    iteration a new request waits, the prefills' first tokens."""
+    k = batch / (output_len - 1 if steps is None else steps)
+    at = _mean_context(prompt_len, output_len) if context is None else context
+    decode = ref.decode_step(name, device, at, batch, precision, efficiency=efficiency, allow_overflow=True)
+    prefill = ref.prefill(name, device, prompt_len, 1, precision, efficiency=efficiency, allow_overflow=True)
+    d, f = decode.time.m_as("s"), prefill.time.m_as("s")
+    t = d + k * f
+    return t, (batch + (k if first_tokens else 0)) / t, f + wait * t
+
+
+# Each slip of the steady state, by the value it changes first (the check reads the ITL, then the throughput, then
+# the TTFT): (mistake, which of the three, the slip's keyword arguments).
+ENGINE_SLIPS = (
+    ("ideal for typical efficiency", 0, dict(efficiency="ideal")),
+    ("O steps a slot, not O - 1 (off by one)", 0, dict(steps="O")),
+    ("the prompt length for the mean context", 0, dict(context="P")),
+    (PRECISION_NOT_PASSED + " (the step and the prefill at fp16)", 0, dict(precision="fp16")),
+    ("B tokens an iteration, not B + k (the prefills' first tokens left out)", 1, dict(first_tokens=False)),
+    ("a whole iteration of waiting in the TTFT, not half", 2, dict(wait=1.0)),
+)
+
+
+def _engine_slips(ref, case) -> list[dict]:
+    """For the ITL, the throughput and the TTFT: {mistake: the value it gives} for each slip of ENGINE_SLIPS that
+    moves that value on this case."""
+    name, device, prompt_len, output_len, batch, precision = case
+    right = _engine_si(ref, *case)
+    units = ("s", "token/s", "s")
+    found: list[dict] = [{}, {}, {}]
+    for mistake, which, slip in ENGINE_SLIPS:
+        slip = dict(slip)
+        if slip.get("steps") == "O":
+            slip["steps"] = output_len
+        if slip.get("context") == "P":
+            slip["context"] = prompt_len
+        at = slip.pop("precision", precision)
+        wrong = _engine_si(ref, name, device, prompt_len, output_len, batch, at, **slip)[which]
+        if abs(wrong / right[which] - 1) > 1.2 * SAME:
+            found[which][mistake] = ref.Q_(wrong, units[which])
+    return found
+
+
+@exercise("engine_state", A, derive=DERIVED[A], derived=ENGINE_DERIVED, visible=[
     # (model, device, prompt_len, output_len, batch, precision)
     # The running example at batch 64: the prefills are a large share of the iteration, so leaving them out of the
     # ITL, ideal for typical efficiency, the TTFT without its half iteration of waiting, and one user's tokens/s
@@ -211,13 +336,15 @@ def _engine_state(answers, case, ref, rl):
                                                  precision), call)
     decode = s.decode.time
     share = 1 - (decode / s.itl).m_as("")
-    quantity(itl, s.itl, f"the ITL of {call}", rel=SAME, mistakes={PREFILLS: 1 / (1 - share)} if share > 0.01 else None)
+    slips = _engine_slips(ref, case)
+    quantity(itl, s.itl, f"the ITL of {call}", rel=SAME, mistakes={PREFILLS: 1 / (1 - share)} if share > 0.01 else None,
+             also_wrong=slips[0])
     k = batch / (output_len - 1)
     quantity(throughput, s.output_throughput, f"the tokens/s per GPU of {call}", rel=SAME,
-             mistakes={PER_GPU: float(s.tokens_per_step)})
+             mistakes={PER_GPU: float(s.tokens_per_step)}, also_wrong=slips[1])
     prefill = s.prefill.time
     quantity(ttft, s.ttft, f"the TTFT of {call}", rel=SAME,
-             mistakes={HALF_STEP: (s.ttft / prefill).m_as("")} if k < 1 else None)
+             mistakes={HALF_STEP: (s.ttft / prefill).m_as("")} if k < 1 else None, also_wrong=slips[2])
 
 
 @question("where_time_goes", A, "the prefills", {"the prefills": ("prefills", "prefill", "the prefill"),
@@ -239,7 +366,18 @@ def _where_time_goes(ref):
 
 # -- Exercise 3: the frontier and its bend -----------------------------------------------------------------
 
-@exercise("frontier_curve", A, derive=DERIVED[A], visible=[
+
+FRONTIER_DERIVED = r"""
+The frontier is your steady state at $B = 1, 2, \ldots, B_\text{max}$, with
+$B_\text{max} = \lfloor (\text{the engine's memory} - \text{weights}) / ((P + O) \times \text{KV bytes per token})
+\rfloor$ (assignment 2). The body turns compute-bound near $B \approx \text{ridge} \times \text{MFU}/\text{MBU}$: the
+ridge point moved by how far each roof falls short. Below the bend the weight read is shared, and each extra sequence
+adds only its cache read and its prefill share; past it, each adds as much time as it adds tokens, so the throughput
+flattens while every user's ITL keeps climbing. `rl.frontier` returns the same sweep as one object.
+"""
+
+
+@exercise("frontier_curve", A, derive=DERIVED[A], derived=FRONTIER_DERIVED, visible=[
     # (model, device, prompt_len, output_len, precision).  Every case keeps B <= O - 1 at every batch that fits
     # (at most one prompt a step), where a prompt's prefill is a pass of its own.
     # The notebook's shown frontier, the running model on an H200 with 500-token answers: it bends well inside
@@ -297,7 +435,17 @@ def _frontier_curve(answers, case, ref, rl):
 
 # -- Exercise 4: the best batch under the SLA and the memory ---------------------------------------------
 
-@exercise("best_batch", A, derive=DERIVED[A], visible=[
+
+BEST_DERIVED = r"""
+$$B^\ast = \arg\max_B \Big\{\frac{B + k}{T(B)} : B \le B_\text{max},\ T(B) \le \text{ITL target},\
+\text{TTFT}(B) \le \text{TTFT target}\Big\}, \text{ or } 0 \text{ when the set is empty.}$$
+
+Throughput grows with the batch along the whole frontier, so $B^\ast$ is the largest batch that fits and meets both
+targets. `rl.best_under_sla` returns that point (and raises `rl.SLAUnmet` when there is none).
+"""
+
+
+@exercise("best_batch", A, derive=DERIVED[A], derived=BEST_DERIVED, visible=[
     # (model, device, prompt_len, output_len, ttft_limit ms, itl_limit ms, precision)
     # The running example at 500 ms and 50 ms: the ITL target binds. Catches ideal for typical efficiency, the
     # first batch over the target for the last one under it, and a target compared in the wrong unit.
