@@ -18,9 +18,9 @@ True
 Under load (:mod:`rooflab.fleet`): continuous batching in steady state, the latency-throughput frontier, the
 best batch under an SLA, dollars per million tokens, joules per token and tensor parallelism.
 
->>> best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, itl_limit=rl.Q_(50, "ms"), efficiency="typical")
->>> best.batch, round(best.cost_per_million(rl.example_price("H100")).m_as("USD/Mtok"), 2)
-(166, 0.33)
+>>> best = rl.best_under_sla("Llama-3-8B", "A100-80GB", 2000, 300, itl_limit=rl.Q_(50, "ms"), efficiency="typical")
+>>> best.batch, round(best.cost_per_million(rl.example_price("A100-80GB")).m_as("USD/Mtok"), 2)
+(61, 0.57)
 
 Measured (:mod:`rooflab.measure`, :mod:`rooflab.profiles`): this machine's roofline as a device record, and the
 prefill and decode of a small numpy transformer (:mod:`rooflab.tiny_transformer`) timed against it.

@@ -58,10 +58,10 @@ at most its power).
 (16.2, 3964)
 >>> round(s.cost_per_million(rl.Q_(3.95, "USD/h")).m_as("USD/Mtok"), 3), round(s.energy_per_token.m_as("J/token"), 3)
 (0.277, 0.177)
->>> best = rl.best_under_sla("Llama-3-8B", "H100", 2000, 300, ttft_limit=rl.Q_(500, "ms"), itl_limit=rl.Q_(50, "ms"),
-...                         efficiency="typical")
+>>> best = rl.best_under_sla("Llama-3-8B", "A100-80GB", 2000, 300, ttft_limit=rl.Q_(500, "ms"),
+...                         itl_limit=rl.Q_(50, "ms"), efficiency="typical")
 >>> best.batch, round(best.itl.m_as("ms"), 1), best.bound  # still below the bend
-(166, 49.8, 'memory')
+(61, 50.0, 'memory')
 """
 
 from __future__ import annotations

@@ -219,7 +219,7 @@ def _no_communication(answer, step, call: str) -> None:
 
 TP_DERIVED = r"""
 Each GPU does $1/N$ of every part's FLOPs and bytes (a mixture of experts: FLOPs from the active parameters, bytes
-from every expert), so each part's time divides by $N$. A ring all-reduce of $M$ bytes sends $2 (N - 1) M / N$ from
+from every expert the batch picks, all of them at the checked batches), so each part's time divides by $N$. A ring all-reduce of $M$ bytes sends $2 (N - 1) M / N$ from
 each GPU ($N - 1$ rounds to sum, $N - 1$ to share), and a step makes two per layer:
 
 $$\frac{\text{body} + \text{attention} + \text{head}}{N} \;+\; 2L \times \frac{2 (N - 1)}{N} \times
