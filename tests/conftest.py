@@ -34,21 +34,37 @@ BARE = not os.environ.get("CI") and sandbox.isolation() == sandbox.NO_SANDBOX
 SLOW = "slow"  # the tests marked slow, grouped by file
 
 
-SMALL_CLASS_GROUP = f"{SLOW}:small_class"  # the files that read `term`: one worker grades it once for them all
+def _once_per_run(tmp_path_factory, name: str, make):
+    """``(folder, rows)``: ``make(folder)``'s rows, made by the first worker of the run that asks, under a file lock
+    shared by the run's workers, and read back (pickled) by every other; ``folder`` is the same for all of them."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # each worker's basetemp is a folder of the run's
+    folder = shared / name
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "rows.pickle").exists():
+            rows = make(folder)
+            (folder / "rows.pickle").write_bytes(pickle.dumps(rows))
+        rows = pickle.loads((folder / "rows.pickle").read_bytes())
+    return folder, rows
 
 
 @pytest.fixture(scope="session")
 def term(tmp_path_factory):
-    """A small class graded once (tests/small_class.py): 01_two_phases for ada (right), dmitri (milliseconds for
-    seconds) and katherine (a corrupt file): (the graded course's folder, {student: row}).  The files that use it
-    are in the xdist group SMALL_CLASS_GROUP, so that one worker grades it once."""
-    from course import demo
-    from course.grade import grade
-    from tests.small_class import A, students
+    """A small class graded once per run (tests/small_class.py): 01_two_phases for ada (right), dmitri (milliseconds
+    for seconds) and katherine (a corrupt file): (the graded course's folder, {student: row}).  Tests only read it
+    (``term_copy`` is a copy to change), so the files that use it run on either worker."""
 
-    folder = tmp_path_factory.mktemp("term")
-    demo.write_class(folder / "week1", selected=[A], students=students("ada", "dmitri", "katherine"))
-    rows = grade(folder / "week1", folder / "graded", workers=2, quiet=True, no_sandbox=BARE)
+    def make(folder):
+        from course import demo
+        from course.grade import grade
+        from tests.small_class import A, students
+
+        demo.write_class(folder / "week1", selected=[A], students=students("ada", "dmitri", "katherine"))
+        return grade(folder / "week1", folder / "graded", workers=2, quiet=True, no_sandbox=BARE)
+
+    folder, rows = _once_per_run(tmp_path_factory, "small-class", make)
     return folder / "graded", {r.student: r for r in rows}
 
 
@@ -60,22 +76,17 @@ def term_copy(term, tmp_path):
 
 @pytest.fixture(scope="session")
 def graded(tmp_path_factory):
-    """The demo class (course/demo.py) graded end to end: (folder, {(student, assignment): row})."""
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # each worker's basetemp is a folder of the run's
-    folder = shared / "demo-class"
-    with open(shared / "demo-class.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (folder / "rows.pickle").exists():
-            from course import demo
-            from course.grade import grade
+    """The demo class (course/demo.py) graded end to end, once per run: (folder, {(student, assignment): row})."""
 
-            demo.write_class(folder / "submissions")
-            rows = grade(folder / "submissions", folder / "graded", workers=2, quiet=True, feedback_now=True,
-                         no_sandbox=BARE)
-            (folder / "rows.pickle").write_bytes(pickle.dumps(rows))
-        rows = pickle.loads((folder / "rows.pickle").read_bytes())
+    def make(folder):
+        from course import demo
+        from course.grade import grade
+
+        demo.write_class(folder / "submissions")
+        return grade(folder / "submissions", folder / "graded", workers=2, quiet=True, feedback_now=True,
+                     no_sandbox=BARE)
+
+    folder, rows = _once_per_run(tmp_path_factory, "demo-class", make)
     return folder, {(r.student, r.assignment): r for r in rows}
 
 

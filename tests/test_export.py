@@ -5,10 +5,9 @@ import csv
 
 import pytest
 
-from tests.conftest import SMALL_CLASS_GROUP
 from tests.small_class import A, course, grade_by_hand
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(SMALL_CLASS_GROUP)]  # reads the small class graded once
+pytestmark = pytest.mark.slow  # reads the small class graded once per run (tests/conftest.py's term)
 
 
 def test_export_rows_for_graded_pending_and_ungradable_in_each_format(term_copy, tmp_path):

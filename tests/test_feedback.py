@@ -7,10 +7,9 @@ import json
 import pytest
 
 from course.grading.nbgrader_run import SOLUTIONS
-from tests.conftest import SMALL_CLASS_GROUP
 from tests.small_class import A, course, grade_by_hand, page_of
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(SMALL_CLASS_GROUP)]  # reads the small class graded once
+pytestmark = pytest.mark.slow  # reads the small class graded once per run (tests/conftest.py's term)
 
 
 def test_feedback_is_regenerated_with_the_manual_score(term_copy):

@@ -9,10 +9,10 @@ import pytest
 
 from course import demo
 from course.grade import grade
-from tests.conftest import BARE, SMALL_CLASS_GROUP
+from tests.conftest import BARE
 from tests.small_class import A, WRITTEN, grade_by_hand, page_of, students, written
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(SMALL_CLASS_GROUP)]  # reads the small class graded once
+pytestmark = pytest.mark.slow  # reads the small class graded once per run (tests/conftest.py's term)
 
 
 def test_regrade_merges_and_keeps_manual_grades(term_copy, tmp_path):

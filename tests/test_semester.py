@@ -26,11 +26,11 @@ from course import demo
 from course.review.formgrader import free_port, get
 from course.grade import grade
 from course.grading.nbgrader_run import ROOT
-from tests.conftest import BARE, SMALL_CLASS_GROUP
+from tests.conftest import BARE
 from tests.small_class import A, DB, WRITTEN, course, grade_by_hand, page_of, students, written
 
 # slow; in one group with the other files that read the small class graded once (tests/conftest.py)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(SMALL_CLASS_GROUP)]
+pytestmark = pytest.mark.slow  # reads the small class graded once per run (tests/conftest.py's term)
 
 
 def test_grade_holds_back_feedback_until_the_written_answers_are_graded(term):
