@@ -31,6 +31,7 @@ from pathlib import Path
 
 from .review import feedback, report
 from .records import gradebook_db, graded, intake, lateness
+from .records.intake import check_path
 from .grading import preflight
 from .grading import sandbox
 from .grading import warm_nbgrader
@@ -211,6 +212,7 @@ def grade(submissions: Path, out: Path, workers: int = 2, limits: Limits | None 
     this run's, every earlier one's, and a ``not submitted`` row where nothing came.
     """
     limits = limits or Limits()
+    check_path(submissions)  # a mistyped argument is named before the machine's shortcomings
     lateness.save_due(out, due)
     isolation = sandbox.NO_SANDBOX if no_sandbox else sandbox.isolation()
     if isolation == sandbox.NO_SANDBOX and not no_sandbox:

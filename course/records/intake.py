@@ -85,11 +85,17 @@ def unpack(submissions: Path, scratch: Path) -> Path:
                 archive.extract(member, target)
         target.mkdir(parents=True, exist_ok=True)
         return target
-    if submissions.is_file():
-        raise FileNotFoundError(f"SUBMISSIONS must be a folder or a zip; {submissions} is a file but not a zip")
-    if not submissions.is_dir():
-        raise FileNotFoundError(f"SUBMISSIONS must be a folder or a zip of hand-ins; {submissions} does not exist")
+    check_path(submissions)
     return submissions
+
+
+def check_path(submissions: Path) -> None:
+    """Raise FileNotFoundError, naming SUBMISSIONS, unless it is a folder or a zip (checked before anything runs)."""
+    submissions = Path(submissions)
+    if submissions.is_file() and not zipfile.is_zipfile(submissions):
+        raise FileNotFoundError(f"SUBMISSIONS must be a folder or a zip; {submissions} is a file but not a zip")
+    if not submissions.exists():
+        raise FileNotFoundError(f"SUBMISSIONS must be a folder or a zip of hand-ins; {submissions} does not exist")
 
 
 def read(folder: Path, scratch: Path, assignments: list[str], notebook_names: dict[str, str],
