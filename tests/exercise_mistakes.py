@@ -1642,11 +1642,11 @@ MISTAKES.update({
         "a bare number where a quantity is asked": lambda s: _profiles07(s, ttft=lambda s: s["ttft"].m_as("s")),
         "the step's time divided by the batch": lambda s: _profiles07(
             s, tpot=lambda s: s["tpot"] / np.array(s["BATCHES"])),
-        # plausible times typed in from a machine 20x slower: every law holds, only the re-timing disagrees.  The
-        # check allows 3x between the two timings; 5x was caught on an idle machine but not always when the load
-        # changed between the solution's run and the re-timing, so the margin is wide (a load swing of 6x is needed).
-        "prefill times typed in from another machine": lambda s: _profiles07(s, ttft=lambda s: s["ttft"] * 20),
-        "decode times typed in from another machine": lambda s: _profiles07(s, tpot=lambda s: s["tpot"] * 20),
+        # plausible times typed in from a machine 50x slower: every law holds, only the re-timing disagrees.  The
+        # check allows 8x slower than its own timing (exercises.measure.LOADED); a typed-in time passes only if load
+        # slows every one of the checker's re-timings 6x or more, which a test run beside this one does not.
+        "prefill times typed in from another machine": lambda s: _profiles07(s, ttft=lambda s: s["ttft"] * 50),
+        "decode times typed in from another machine": lambda s: _profiles07(s, tpot=lambda s: s["tpot"] * 50),
     },
     "utilisation": {
         "a percentage for a fraction": lambda s: (_scaled(s["mfu"], 100), s["mbu"]),

@@ -153,3 +153,20 @@ def test_questions_are_revealed_with_their_explanation():
             said = out.getvalue()
             assert ("the numbers agree" in said) == (option == question.answer), said
             assert len(said) > 80, f"{question.name}: the explanation is missing"
+
+
+def test_a_profile_point_may_be_slowed_by_load_but_not_typed_in(monkeypatch):
+    """The re-timing band of assignment 8 (exercises.measure): a student's time at most 3x faster and 8x slower than
+    the checker's best.  The checker's best is fixed here at 64 ms (the idle best of the 128-token prefill on this
+    course's build machine), so each figure below is a hand multiple of it."""
+    from rooflab.exercises import measure as measure08
+
+    monkeypatch.setattr(measure08, "_retimed", lambda *args, **kwargs: 0.064)
+    agrees = lambda got: measure08._agrees([got], [128], 0, "ttft", "128 tokens", None, None, "prefill")  # noqa: E731
+    agrees(0.064 * 3.4)  # honest, measured while a build and a browser test shared two cores (seen: 220.7 ms)
+    agrees(0.064 * 7.9)
+    agrees(0.064 / 2.9)  # the checker itself slowed by load
+    for typed_in in (0.064 * 8.5, 0.064 * 50, 0.064 / 3.5, 0.064e-3):
+        with pytest.raises(check.WrongAnswer, match=r"at most 3x faster or 8x slower") as failed:
+            agrees(typed_in)
+        assert f"{MISTAKE_TAG}times not measured here]" in str(failed.value)

@@ -7,8 +7,9 @@ measurements (Exercise 3 and the utilisation of one's own profiles) differ from 
 checked only for what holds on every machine: positive times, one per point, TTFT growing with the prompt,
 batched decode making more tokens per second than batch 1, nothing faster than the calibrated roofline beyond
 :data:`rooflab.profiles.MARGIN`, MFU and MBU between 0 and 1 (up to that margin), and one point of each profile
-within :data:`AGREE` of the same point timed again by the checker in the same run (the best of :data:`RETIME` runs,
-timed again before a failure, since load only slows a run): never an absolute time.
+agreeing with the same point timed again by the checker in the same run (the best of :data:`RETIME` runs, timed
+again before a failure, since load only slows a run): at most :data:`AGREE` faster and :data:`LOADED` slower.
+Never an absolute time.
 
 Each visible case is chosen for the mistakes it catches (noted beside it); ``tests/test_exercises.py`` feeds every
 listed mistake to prove it fails.  Hidden cases live in the instructor's hidden test cells, never here.
@@ -31,9 +32,13 @@ FP32 = "fp32"
 LAPTOP = ("laptop", 100.0, 20.0)
 TINY = "rooflab-tiny"
 #: A student's measured point against the same point timed again by the checker, in the same run, on the same
-#: machine: within this factor either way.  Wide enough for a busy machine (both are a best of several runs taken
-#: seconds apart, and the checker times again before failing), narrow enough that times typed in from another machine or another day rarely pass.
+#: machine: at most this factor faster than the checker's best.  Load on the machine only slows a run and the
+#: checker times again before failing (which can only lower its best), so a checker slowed by load catches up.
 AGREE = 3.0
+#: ... and at most this factor slower.  Wider, because the checker cannot re-create load that slowed the
+#: student's runs seconds earlier: an honest best of two, taken while the notebook's build ran beside a browser
+#: test on two cores, came out 3.4x the checker's idle best.  Times typed in from a machine 10x slower still fail.
+LOADED = 8.0
 #: Runs in each of the checker's re-timings of a point (their best is kept): more than the student's few, so that
 #: its best is the less disturbed of the two on a loaded machine.
 RETIME = 5
@@ -314,26 +319,27 @@ def _retimed(ref, machine, phase: str, point: int, again: bool = False) -> float
 
 
 def _agrees(seconds, points, index: int, what: str, label: str, ref, machine, phase: str) -> None:
-    """One point of the student's profile against the checker's own timing of it, within AGREE.
+    """One point of the student's profile against the checker's own timing of it: AGREE faster to LOADED slower.
 
     Both are bests of several runs (the student's of a few, the checker's of RETIME), so a burst of load on the
-    machine slows only some runs of each.  Outside AGREE the checker times the point RETIME times more (twice at
-    most) before it fails: that can only lower its best (see :func:`_retimed`), so a checker slowed by load at the
-    moment of the check does not fail an honest profile, and a time typed in from a slower machine still lies more
-    than AGREE above the best this machine manages.  The band itself is never widened; no absolute time is asserted.
+    machine slows only some runs of each.  Outside the band the checker times the point RETIME times more (twice
+    at most) before it fails: that can only lower its best (see :func:`_retimed`), so a checker slowed by load at
+    the moment of the check does not fail an honest profile.  The student's runs cannot be taken again, hence the
+    wider slower side; a time typed in from a much slower machine still lies more than LOADED above the best this
+    machine manages.  The band is never widened at run time; no absolute time is asserted.
     """
     __tracebackhide__ = True
     got = seconds[index]
     again = _retimed(ref, machine, phase, points[index])
     for _ in range(2):
-        if again / AGREE <= got <= again * AGREE:
+        if again / AGREE <= got <= again * LOADED:
             return
         again = _retimed(ref, machine, phase, points[index], again=True)
-    if not again / AGREE <= got <= again * AGREE:
+    if not again / AGREE <= got <= again * LOADED:
         _fail(f"{what} at {label}: {got * 1e3:.4g} ms, while the same measurement taken again now on this machine "
-              f"gives {again * 1e3:.4g} ms ({got / again:.2g}x). A measurement must agree with itself within "
-              f"{AGREE:g}x: take your times in this notebook, on this machine, in the cell above (not typed in), each "
-              "the whole phase (the prefill of the whole prompt; one decode step for every sequence).",
+              f"gives {again * 1e3:.4g} ms ({got / again:.2g}x). A measurement must agree with itself: at most "
+              f"{AGREE:g}x faster or {LOADED:g}x slower. Take your times in this notebook, on this machine, in the "
+              "cell above (not typed in), each the whole phase (the prefill of the whole prompt; one decode step for every sequence).",
               "times not measured here")
 
 
