@@ -170,3 +170,66 @@ def test_a_profile_point_may_be_slowed_by_load_but_not_typed_in(monkeypatch):
         with pytest.raises(check.WrongAnswer, match=r"at most 3x faster or 8x slower") as failed:
             agrees(typed_in)
         assert f"{MISTAKE_TAG}times not measured here]" in str(failed.value)
+
+
+# Algebra a docstring must not hold when help() on it would answer an exercise: an equation, a power, a count
+# such as "2 x layers" or "4 L", a lone symbol in an expression ("B + k", "P / ("), an off-by-one ("O - 1").
+_ALGEBRA = re.compile(r"\s=\s|\^(?!T\b)|\b\d+(\.\d+)?\s+x\s|\b\d\s+[A-Z]\b|(?<![\w.`'])[A-Za-z](?![\w.`'])\s*[-+*/]\s+[\w(]"
+                      r"|\w\s-\s1\b")
+# The roofline itself is every notebook's premise; the calibration's helpers and the internal pricing engine
+# (``operations``) are tools, not answers, and keep their formulas for whoever changes them.
+_PREMISE_OR_TOOL = ("roofline.", "calibration.", "operations.forward_pass", "operations.prefill_pass",
+                    "operations.decode_pass", "operations.body_bytes", "operations.decode_terms",
+                    "operations.decode_total")
+
+
+def _prose(doc):
+    """A docstring's lines outside its doctests (a ``>>>`` line and the output under it, to a blank line)."""
+    lines, example = [], False
+    for line in (doc or "").splitlines():
+        example = line.strip().startswith(">>>") or (example and bool(line.strip()))
+        if not example:
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def _library_answers():
+    import inspect
+
+    named = [n for names in exercises.DERIVED.values() for n in names
+             if not n.split(".")[-1].startswith("_") and not n.startswith(_PREMISE_OR_TOOL)]
+    return [(n, inspect.getdoc(exercises.resolve(n))) for n in named if exercises.resolve(n) is not None]
+
+
+def test_the_rules_own_examples():
+    # Each line is how a docstring gave an exercise away before (06's tp step, 02's cache, 05's steady state).
+    for leak in ("2 (N - 1) / N x message", "2 x layers x kv_heads", "throughput = (B + k) / T",
+                 "E x (1 - (1 - k/E)^tokens)", "body 2 P B / N FLOPs", "(output_len - 1) x itl", "2 L A N^2"):
+        assert _ALGEBRA.search(leak), leak
+    for words in ("the body's at the format's bytes per weight (scales included)", "B/token, in the KV format",
+                  "USD/Mtok for a price in USD/h", "QK^T and AV", "Assignment 6 derives the count; docs/formulas.md gives it."):
+        assert not _ALGEBRA.search(words), words
+    assert _prose("Says what.\n\n>>> f(2) ^ 3\n8 = 8\n\nAfter.") == "Says what.\n\n\nAfter."
+
+
+def test_help_on_a_library_answer_names_what_it_counts_but_not_its_algebra():
+    """``help()`` is the student's reference: on a function an exercise derives it must not hold the formula
+    (docs/formulas.md does), nor may the public modules that hold those functions (docs/decisions.md)."""
+    import rooflab.crossover
+    import rooflab.fleet
+    import rooflab.serving
+
+    docs = _library_answers() + [(m.__name__, m.__doc__) for m in (rooflab.serving, rooflab.fleet, rooflab.crossover)]
+    assert len(docs) > 25
+    leaks = {name: found.group(0) for name, doc in docs if (found := _ALGEBRA.search(_prose(doc)))}
+    assert not leaks, f"formulas in help(): {leaks}"
+
+
+def test_the_formulas_page_covers_every_library_answer():
+    from pathlib import Path
+
+    page = (Path(__file__).parents[1] / "docs" / "formulas.md").read_text()
+    # the page names each by its last part, a ``_si`` twin (the same as a float) by its quantity's name
+    last = {name: name.split(".")[-1].removesuffix("_si") for name, _ in _library_answers()}
+    missing = [name for name, short in last.items() if not re.search(rf"`[^`]*\b{short}\b[^`]*`", page)]
+    assert not missing, f"docs/formulas.md does not give: {missing}"

@@ -2,9 +2,9 @@
 
 They follow the per-operation model of :mod:`rooflab.serving` and say which
 operation crosses: a decode step's weight matmuls (the ``body``) turn
-compute-bound near the ridge batch at any context, while attention over the
-cache stays memory-bound (its intensity is about heads / kv_heads FLOP/B).
-Each search stays inside the model's context.  The
+compute-bound at a batch that hardly depends on the context, while attention
+over the cache stays memory-bound.  The formulas are in docs/formulas.md
+(assignment 4 derives them).  Each search stays inside the model's context.  The
 functions return a plain number (``math.inf`` when nothing crosses); with
 ``detail=True`` they return a :class:`Crossing` that also names the operation
 and says whether the configuration there fits in memory.
@@ -95,8 +95,8 @@ def _first_true(predicate, lo: int, hi: int) -> float:
 def attention_share(model: Model | str, prompt_len):
     """Fraction of prefill FLOPs spent in causal attention (QK^T and AV), a float or array.
 
-    2 L A N^2 / (2 L A N^2 + 2 P N + 2 d V), with A the attention width and P the
-    active non-embedding parameters.  Raises ContextTooLong beyond the model's context.
+    Attention's FLOPs over the whole prefill's (body, attention and head), counted as :func:`rooflab.prefill`
+    does; docs/formulas.md.  Raises ContextTooLong beyond the model's context.
     """
     m = _model(model)
     n = lengths(prompt_len, "prompt_len")
@@ -111,7 +111,7 @@ def attention_share(model: Model | str, prompt_len):
 def attention_crossover_len(model: Model | str) -> float:
     """Prompt length (tokens, a float) at which attention FLOPs equal the rest of the prefill.
 
-    Root of L A N^2 = P N + d V; close to P / (L x A).  A property of the shapes: it may lie
+    Set by the shapes alone (docs/formulas.md), so it may lie
     beyond the model's context (compare with ``model.max_context``).
     """
     m = _model(model)
@@ -135,11 +135,10 @@ def decode_compute_bound_batch(
 ) -> float | Crossing:
     """Smallest batch at which ``operation`` of a decode step turns compute-bound; ``math.inf`` if none does.
 
-    ``"body"`` (the weight matmuls, the default): B x 2 P / (peak x mfu) >= (weights + B rows) /
-    (bandwidth x mbu), near the ridge point at any context; for a mixture of experts, when its last weight
-    matmul turns, the experts, near ridge x E / k (``"projections"``, ``"router"`` and ``"experts"`` ask
-    about one of them).  ``"head"``: likewise for the output
-    head.  ``"attention"``: over the cache, intensity about heads / kv_heads, so never on today's
+    ``"body"`` (the weight matmuls, the default): where their compute time reaches their memory time, which
+    hardly depends on the context; for a mixture of experts, when its last weight matmul turns (the experts;
+    ``"projections"``, ``"router"`` and ``"experts"`` ask about one of them).  ``"head"``: likewise for the output
+    head.  ``"attention"``: over the cache, which does not turn on today's
     devices.  ``"step"``: the whole step's ``bound`` (compute-bound parts take most of its time).
     With ``detail=True``, a Crossing that also says whether that batch at ``context_len`` fits in memory.
     """
@@ -200,8 +199,8 @@ def prefill_compute_bound_len(
 ) -> float | Crossing:
     """Shortest prompt whose prefill ``operation`` is compute-bound; ``math.inf`` if none within the context.
 
-    ``"body"`` (default): 2 P N / (peak x mfu) >= (weights + N rows) / (bandwidth x mbu), about the
-    ridge point in tokens (a short chat prompt is memory-bound).  ``"step"``: the whole prefill's
+    ``"body"`` (default): where the weight matmuls' compute time reaches their memory time (a short chat
+    prompt is memory-bound).  ``"step"``: the whole prefill's
     ``bound``.  ``"attention"`` and ``"head"`` likewise for those operations.
     """
     s = setup(model, hardware, precision, mfu, mbu, efficiency=efficiency)
@@ -235,9 +234,9 @@ def ttft_exceeds_decode_len(
 ) -> float | Crossing:
     """Smallest prompt length whose TTFT exceeds the decode time of an ``output_len``-token answer.
 
-    Decode time is (output_len - 1) x ITL as in :func:`rooflab.request`; ``math.inf`` if no prompt
-    within the model's context (prompt_len + output_len - 1 tokens) or ``max_prompt_len`` gets
-    there.  With ``detail=True`` the Crossing's ``operation`` names the prefill's dominant operation
+    Decode time as in :func:`rooflab.request`; ``math.inf`` if no prompt
+    whose request fits the model's context (as :func:`rooflab.request` counts it) or ``max_prompt_len``
+    gets there.  With ``detail=True`` the Crossing's ``operation`` names the prefill's dominant operation
     there.  An array of answer lengths gives an array.
     """
     s = setup(model, hardware, precision, mfu, mbu, overhead, efficiency)

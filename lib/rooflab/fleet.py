@@ -1,56 +1,24 @@
 """A service under load: continuous batching in steady state, the latency-throughput frontier, cost, energy
 and tensor parallelism.
 
-The model (steady-state continuous batching).  ``batch`` = B sequences are
-decoding at any time; each engine step makes one token for each of them.  A
-request of P prompt and O answer tokens gets its first token from its prefill
-and the other O - 1 from decode steps, so it holds a slot for O - 1 steps and
-k = B / (O - 1) requests finish, and as many start, per step.  Steps are priced
-with the per-operation roofline of :mod:`rooflab.serving` (body, attention,
-head, each max(FLOPs / (peak x MFU), bytes / (bandwidth x MBU)), plus the
-per-pass overhead), the decode attention at the *average* context a slot sees,
-P + (O - 2) / 2 (averaged over slots, so long answers weigh more).  Prefill
-runs one of two ways:
+What it models: an engine that keeps ``batch`` sequences decoding at once, each engine step making one token
+for every one of them, while finished requests leave and new ones are prefilled, either in passes of their own
+between decode steps (``prefill="separate"``, vLLM's first scheduler) or merged into the step
+(``prefill="chunked"``: Sarathi, vLLM V1, SGLang).  Steps are priced with the per-operation roofline of
+:mod:`rooflab.serving`, the decode attention at the mean context a slot sees.  No queueing: the load is exactly
+``batch`` sequences.  Memory caps the batch: every slot holds the cache of the workload's longest request, beside
+the weights, within 0.9 (vLLM's ``gpu_memory_utilization``) of what a process can allocate on each GPU
+(``Hardware.usable_memory``).  Tensor parallelism splits every operation over ``tp`` GPUs and adds two ring
+all-reduces of 16-bit activations a layer, not overlapped with compute.  Throughputs, costs and energies are per
+GPU unless named otherwise.
 
-- ``prefill="separate"`` (prefill passes between decode steps, as vLLM's first
-  scheduler did): the prompts that arrive during a step are prefilled together
-  in one pass of g = max(1, k) prompts, so an iteration takes
-  T = decode step + (k / g) x prefill pass;
-- ``prefill="chunked"`` (Sarathi, vLLM V1, SGLang): each step carries the B
-  decode tokens and k prompts' worth of prefill tokens in one pass (one
-  overhead), T = that pass.
+The formulas (the steady state, its time to first token, the memory cap, the all-reduce, the prices) are in
+docs/formulas.md: assignments 5 and 6 derive them, and this help is what their students read.
 
-Then, for the group of ``tp`` GPUs: ITL = T, output tokens per step = B + k,
-throughput = (B + k) / T token/s, requests/s = k / T, TTFT = the prefill pass
-that carries the request plus half an iteration of waiting for the step under
-way (chunked: half a mean step plus the n = ceil(P / chunk) steps that carry
-the prompt, n = 1 without a chunk limit; each carries the B decode tokens and
-max(k, 1 / n) prompts' worth of prefill, so it is heavier than the mean step
-when prompts are rare, and never lighter than the prompt's own work).  No queueing: the load is
-exactly B sequences.  Per GPU, divide by ``tp``.
-
-Memory caps B: weights / tp + B x (max P + max O) x KV bytes per token / tp
-(the caches at the workload's longest context, as an engine that reserves them
-must) must fit in 0.9 (vLLM's ``gpu_memory_utilization``) of what a process
-can allocate on each GPU (``Hardware.usable_memory``).
-
-Tensor parallelism over N = ``tp`` GPUs: every operation's FLOPs and bytes are
-split N ways (KV heads too, replicated once N exceeds them), and each layer
-adds two all-reduces of tokens x d_model 16-bit activations, a ring costing
-2 (N - 1) / N x message / (one-way link bandwidth x the preset's
-``allreduce_efficiency``) each, plus the preset's fixed cost per all-reduce
-(``allreduce_latency``: 0 ideal; fitted on the tensor-parallel rows for the
-typical presets).  Communication is not overlapped with compute.
-
-Efficiency is ``"ideal"`` by default, as everywhere in the library: the bound
-no measurement beats; pass ``efficiency="typical"`` for the calibrated estimate
-and quote it with its error band.  Cost per million output
-tokens = price per GPU-hour x GPUs / (3600 x tokens/s / 1e6) (blended: all the GPU
-time charged to output tokens; ``cost_per_million_input`` and
-``cost_per_million_output`` charge prompt and generated tokens apart, as API
-price sheets do, each with its share of the step's time); energy per token
-<= board power x GPUs x step time / tokens per step (a bound: the board draws
-at most its power).
+Efficiency is ``"ideal"`` by default, as everywhere in the library: the bound no measurement beats; pass
+``efficiency="typical"`` for the calibrated estimate and quote it with its error band.  Prices come as blended
+(all the GPU time charged to the output tokens) and, as API price sheets charge them, for prompt and generated
+tokens apart; the energy per token is a bound (a board draws at most its power).
 
 >>> import rooflab as rl
 >>> s = rl.steady_state("Llama-3-8B", "H100", prompt_len=2000, output_len=300, batch=64, efficiency="ideal")
@@ -338,22 +306,22 @@ class SteadyState:
 
     @property
     def output_throughput(self) -> pint.Quantity:
-        """Output tokens per second per GPU: (B + k) / step / tp."""
+        """Output tokens per second per GPU: the tokens a step makes over its time, shared by the tp GPUs."""
         return quantity(self.throughput_si / self.tp, "token_rate")
 
     @property
     def group_throughput(self) -> pint.Quantity:
-        """Output tokens per second of the whole group of tp GPUs: (B + k) / step."""
+        """Output tokens per second of the whole group of tp GPUs."""
         return quantity(self.throughput_si, "token_rate")
 
     @property
     def per_request_throughput(self) -> pint.Quantity:
-        """Tokens per second one user sees while their answer streams: 1 / ITL (not the GPU's throughput)."""
+        """Tokens per second one user sees while their answer streams (not the GPU's throughput)."""
         return quantity(1.0 / self.itl_si, "token_rate")
 
     @property
     def request_rate(self) -> pint.Quantity:
-        """Requests finished per second per GPU: k / step / tp."""
+        """Requests finished per second per GPU."""
         return quantity(self.request_rate_si / self.tp, "request_rate")
 
     @property
@@ -365,7 +333,7 @@ class SteadyState:
 
     @property
     def energy_per_token(self) -> pint.Quantity:
-        """Upper bound on energy per output token, J/token: board power x tp x step / (B + k)."""
+        """Upper bound on energy per output token at board power, J/token (docs/formulas.md)."""
         if self.power_si is None:
             raise ValueError("this device has no published board power, so no energy bound can be given")
         return quantity(self.power_si * self.tp / self.throughput_si, "energy_per_token")
@@ -376,14 +344,14 @@ class SteadyState:
         return cost_per_million_tokens(price, self.output_throughput)
 
     def cost_per_million_input(self, price: pint.Quantity) -> pint.Quantity:
-        """Cost of a million prompt tokens, USD/Mtok, as API price sheets charge them: the GPU time spent
-        prefilling (``prefill_share`` of each step) over the prompt tokens it processes, k x E[P] a step."""
+        """Cost of a million prompt tokens, USD/Mtok, as API price sheets charge them: only the GPU time spent
+        prefilling (``prefill_share`` of each step) is charged to them (docs/formulas.md)."""
         prompts = self.request_rate_si * self.workload.mean_prompt_len / (self.tp * self.prefill_share)
         return cost_per_million_tokens(price, quantity(prompts, "token_rate"))
 
     def cost_per_million_output(self, price: pint.Quantity) -> pint.Quantity:
-        """Cost of a million generated tokens, USD/Mtok, charged apart from the prompts: the GPU time spent
-        decoding (1 - ``prefill_share`` of each step) over the B tokens the decode step makes."""
+        """Cost of a million generated tokens, USD/Mtok, charged apart from the prompts: only the GPU time spent
+        decoding (the rest of each step) is charged to them (docs/formulas.md)."""
         made = self.batch / self.itl_si / (self.tp * (1.0 - self.prefill_share))
         return cost_per_million_tokens(price, quantity(made, "token_rate"))
 
@@ -446,12 +414,10 @@ def steady_state(
 ) -> SteadyState:
     """Return the steady state of continuous batching with ``batch`` sequences decoding (an array for a sweep).
 
-    Per iteration of the group: T = decode step of B sequences at the mean context + the prefill of
-    k = B / E[O - 1] prompts (separate: (k / g) x a pass of g = max(1, k) prompts; chunked: merged into the
-    step), plus the all-reduces when tp > 1.  ITL = T; throughput = (B + k) / T token/s; TTFT = the prefill
-    pass + T / 2 (chunked: n x the step carrying the prompt + T / 2, n = E[ceil(P / chunk)], the carrying
-    step holding B decode tokens and max(k, 1 / n) prompts' worth of prefill).  ``prompt_len`` and
-    ``output_len`` are numbers, lists of samples or {length: weight} mappings.  Raises DoesNotFit when the batch
+    One iteration of the group is a decode step of the batch at the mean context plus the prefill of the prompts
+    that replace the requests it finishes (in passes of their own, or merged into the step when chunked), plus
+    the all-reduces when tp > 1; the ITL, the throughput and the TTFT follow from it.  Assignment 5 derives them;
+    docs/formulas.md gives them.  ``prompt_len`` and ``output_len`` are numbers, lists of samples or {length: weight} mappings.  Raises DoesNotFit when the batch
     exceeds 0.9 of the usable memory (saying how many sequences fit) unless ``allow_overflow``, and ContextTooLong
     beyond the model's context.
     """
@@ -520,9 +486,9 @@ def max_concurrency(
     tp: int = 1,
     gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
 ) -> int:
-    """Return the most sequences whose caches fit at the workload's longest context, per group of tp GPUs:
-    floor((u x usable - weights / tp) / ((max P + max O) x KV bytes per token / tp)); 0 if none, with u = 0.9
-    and usable what a process can allocate (``Hardware.usable_memory``)."""
+    """Return the most sequences (an int) whose caches fit at the workload's longest context beside the weights,
+    per group of tp GPUs, within ``gpu_memory_utilization`` (0.9) of what a process can allocate
+    (``Hardware.usable_memory``); 0 if none (docs/formulas.md)."""
     g = _group(model, hardware, precision, tp, "ideal", None, None, None, None)
     return _max_batch(g, workload(prompt_len, output_len), fraction(gpu_memory_utilization, "gpu_memory_utilization"))
 
@@ -627,11 +593,13 @@ def tensor_parallel_step(
     allreduce_latency: pint.Quantity | None = None,
     allow_overflow: bool = False,
 ) -> ParallelStep:
-    """Return one decode step of ``batch`` sequences at ``context_len`` on ``tp`` GPUs.
+    """Return one decode step of ``batch`` sequences at ``context_len`` on ``tp`` GPUs, as a ParallelStep (its
+    ``time`` and ``communication`` in ms).
 
-    Each GPU: body 2 P B / N FLOPs and 1/N of the weights; attention B x 4 L A c / N FLOPs and its share of
-    the caches; head 2 d V B / N FLOPs and 1/N of the head; then 2 x layers ring all-reduces of
-    B x d_model x 2 bytes, each 2 (N - 1) / N x message / one-way link bandwidth + latency.
+    Each GPU computes and reads its share of the body, the attention over its KV heads' caches and the head, then
+    the group sums its partial activations with ring all-reduces (16-bit whatever the weights' format) over the
+    link's one-way bandwidth, half ``interconnect_bandwidth``.  Assignment 6 derives the count; docs/formulas.md
+    gives it.
     """
     g = _group(model, hardware, precision, tp, efficiency, mfu, mbu, overhead, allreduce_latency)
     c = lengths(context_len, "context_len", minimum=0)
@@ -645,9 +613,8 @@ def tensor_parallel_step(
 # -- money and energy ---------------------------------------------------------------------------------------
 
 def cost_per_million_tokens(price: pint.Quantity, throughput: pint.Quantity) -> pint.Quantity:
-    """Return USD per million output tokens: price per GPU-time / (tokens per second per GPU) x 1e6.
-
-    With a price per hour: price / (3600 x tokens/s / 1e6).
+    """Return USD per million output tokens (USD/Mtok) for a GPU rented at ``price`` per unit of time (USD/h or
+    USD/s) making ``throughput`` tokens per second (a number or an array); docs/formulas.md.
 
     >>> cost_per_million_tokens(Q_(3.6, "USD/h"), Q_(1000, "token/s"))
     <Quantity(1.0, 'dollar / megatoken')>

@@ -148,31 +148,32 @@ class Model:
         return self.embedding_params + self.head_params
 
     def weight_bytes_si(self, precision: str | Precision = "fp16") -> float:
-        """Bytes all weights take in memory, a float: non-embedding params x bytes per weight
-        (scales included) + embedding and head params x their bytes (16-bit unless quantized too)."""
+        """Bytes all weights take in memory, a float: the body's at the format's bytes per weight (scales
+        included), the embedding table's and head's at 16 bits unless the format quantizes them too."""
         p = as_precision(precision)
         return (self.non_embedding_params * p.bytes_per_weight
                 + self.embedding_and_head_params * p.embedding_bytes_per_weight)
 
     def weight_bytes(self, precision: str | Precision = "fp16") -> pint.Quantity:
-        """Bytes all weights take in memory, GB: non-embedding params x bytes per weight (scales
-        included) + embedding and head params x their bytes (16-bit unless quantized too)."""
+        """Bytes all weights take in memory, GB: the body's at the format's bytes per weight (scales included),
+        the embedding table's and head's at 16 bits unless the format quantizes them too (docs/formulas.md)."""
         return quantity(self.weight_bytes_si(precision), "bytes").to("GB")
 
     def kv_bytes_per_token_si(self, precision: str | Precision = "fp16") -> float:
-        """KV-cache bytes one token adds, as a float: 2 x layers x kv_heads x head_dim x bytes."""
+        """KV-cache bytes one token of context adds, as a float (docs/formulas.md)."""
         p = as_precision(precision)
         return 2 * self.layers * self.kv_width * p.kv_bytes_per_element
 
     def kv_bytes_per_token(self, precision: str | Precision = "fp16") -> pint.Quantity:
-        """KV-cache bytes one token adds, B/token: 2 (K and V) x layers x kv_heads x head_dim x bytes."""
+        """KV-cache bytes one token of context adds, B/token, in the precision's KV format; assignment 2 derives
+        it, docs/formulas.md gives it."""
         return quantity(self.kv_bytes_per_token_si(precision), "bytes_per_token")
 
     def flops_per_token(self, context_len: int = 0) -> pint.Quantity:
         """Forward FLOPs for one token that attends to ``context_len`` earlier tokens, FLOP/token.
 
-        2 x active non-embedding params + 4 x layers x attention_width x context_len
-        (QK^T and AV) + 2 x d_model x vocab (its logits).
+        Its body (the active non-embedding parameters), its attention over the context (QK^T and AV) and its
+        logits; assignment 1 derives the count, docs/formulas.md gives it.
         """
         from .validation import lengths  # a local import keeps the model record free of cycles
 

@@ -3,7 +3,7 @@
 A pass over some decoding sequences and some prompt tokens is three operations
 run one after the other, each priced at max(FLOPs / (peak x mfu), bytes /
 (bandwidth x mbu)), plus one overhead per pass (:mod:`rooflab.serving`'s
-docstring states the counting convention).  A prefill is a pass with no
+docstring states the counting convention, docs/formulas.md the counts).  A prefill is a pass with no
 decoding sequences; a decode step one with no prompt tokens; a step of
 continuous batching with chunked prefill carries both.  On a tensor-parallel
 group each GPU takes 1/tp of every operation's FLOPs and bytes, and its share
@@ -92,9 +92,9 @@ def _head_peak(device: Hardware, p: Precision, peak: float) -> float:
 
 
 def expected_experts(experts: int, experts_per_token: int, tokens):
-    """Expected number of distinct experts that ``tokens`` tokens route to, each picking k of E.
-
-    E x (1 - (1 - k/E)^tokens), assuming uniform, independent routing; k for one token.
+    """Expected number of distinct experts (a float or array) that ``tokens`` tokens route to, each picking
+    ``experts_per_token`` of ``experts``, with uniform, independent routing; assignment 4 derives it,
+    docs/formulas.md gives it.
     """
     return experts * (1.0 - (1.0 - experts_per_token / experts) ** np.asarray(tokens, dtype=float))
 

@@ -127,7 +127,8 @@ class Precision:
 
     @property
     def bits_per_weight(self) -> float:
-        """Bits one body weight really costs in memory, scales and zero points included (int4 g128 -> 4.125)."""
+        """Bits one body weight really costs in memory, its group's scales and zero points included; assignment 3
+        derives it, docs/formulas.md gives it."""
         bits = float(DTYPE_BITS[self.weights])
         if self.group_size:
             zero = (self.scale_bits if self.zero_bits is None else self.zero_bits) if self.zero_point else 0
@@ -136,7 +137,7 @@ class Precision:
 
     @property
     def bytes_per_weight(self) -> float:
-        """Bytes one body weight costs in memory: bits_per_weight / 8."""
+        """Bytes one body weight costs in memory, scales and zero points included."""
         return self.bits_per_weight / 8
 
     @property
@@ -149,12 +150,12 @@ class Precision:
 
     @property
     def embedding_bits_per_weight(self) -> float:
-        """Bits one embedding or output-head weight costs: bits_per_weight if quantized with the body, else 16."""
+        """Bits one embedding or output-head weight costs: the body's if quantized with it, else its own format's."""
         return self.bits_per_weight if self.embeddings == self.weights else float(DTYPE_BITS[self.embeddings])
 
     @property
     def embedding_bytes_per_weight(self) -> float:
-        """Bytes one embedding or output-head weight costs: embedding_bits_per_weight / 8."""
+        """Bytes one embedding or output-head weight costs."""
         return self.embedding_bits_per_weight / 8
 
     @property

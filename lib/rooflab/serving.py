@@ -1,27 +1,21 @@
 """Serving one model on one device: prefill, decode steps, whole requests, memory.
 
-Counting convention (the careful count, per operation; the notebooks contrast
-it with the back-of-envelope 2 x all parameters per token and with the
-shortcut that prices a whole pass as one operation).  A forward pass is three
-operations that run one after the other, each timed at
-max(FLOPs / (peak x mfu), bytes / (bandwidth x mbu)), and the times add up:
+Counting convention (the careful count, per operation; the notebooks contrast it with the back-of-envelope
+count, every parameter read and multiplied once per token, and with the shortcut that prices a whole pass as one
+operation).  A forward pass is three operations that run one after the other, each on its own roofline, and the
+times add up:
 
-1. ``body``: the weight matmuls.  A token passes through the *active*
-   non-embedding parameters (2 FLOPs per multiply-add); every non-embedding
-   weight is read once per pass, whatever the batch (for MoE only the experts
-   the batch routes to), and one embedding row per token (a lookup, not a
-   matmul).
-2. ``attention``: over the KV cache.  Prefill: causal QK^T and AV,
-   2 x layers x attention_width x N^2 FLOPs per sequence (half the square);
-   the new tokens' K and V are written.  Decode: 4 x layers x attention_width
-   x context FLOPs per sequence; each sequence reads its whole cache and writes
-   its new token's K and V.
-3. ``head``: the output projection, vocab x d_model weights read once per
-   pass; 2 x d_model x vocab FLOPs per token that gets logits (the last prompt
-   token, every decoded token).  It multiplies in 16-bit when the head is kept
-   in 16-bit (quantized formats as shipped).
+1. ``body``: the weight matmuls.  A token passes through the *active* non-embedding parameters; every
+   non-embedding weight is read once per pass, whatever the batch (for MoE only the experts the batch routes
+   to), and one embedding row per token (a lookup, not a matmul).
+2. ``attention``: over the KV cache, causal in a prefill; each decoding sequence reads its whole cache, and
+   every new token's K and V are written.
+3. ``head``: the output projection, read once per pass, for each token that gets logits (the last prompt
+   token, every decoded token).  It multiplies at the 16-bit peak when the head is kept in 16-bit (quantized
+   formats as shipped).
 
-Activations are assumed to stay on chip.  Each pass adds ``overhead``.
+The FLOPs and bytes of each are in docs/formulas.md (assignment 1 derives them, and its students read this
+help).  Activations are assumed to stay on chip.  Each pass adds ``overhead``.
 Efficiency comes from a named preset (``efficiency="ideal"``, the default, or
 ``"typical"``, calibrated on public measurements); explicit ``mfu``, ``mbu``
 and ``overhead`` override the preset's.
@@ -86,9 +80,9 @@ def prefill(
 ) -> Cost:
     """Return the Cost of processing ``batch`` prompts of ``prompt_len`` tokens (time is the TTFT), in parts.
 
-    time = body + attention + head + overhead, each max(FLOPs / (peak x mfu), bytes / (bandwidth x mbu)):
-    body 2 P N FLOPs and its weights read; attention 2 L A N^2 FLOPs and K, V written; head 2 d V FLOPs
-    and V x d weights read (per prompt).  Raises ContextTooLong beyond the model's context, and
+    The time, in s, is the sum of the three operations' roofline times (the body's weight matmuls, causal
+    attention over the prompt with its K and V written, the output head for the last token) plus the overhead;
+    ``parts`` holds each.  Assignment 1 derives the count; docs/formulas.md gives it.  Raises ContextTooLong beyond the model's context, and
     DoesNotFit when weights and cache exceed 0.9 of the usable memory unless ``allow_overflow``.
     """
     s = setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
@@ -112,9 +106,9 @@ def decode_step(
 ) -> Cost:
     """Return the Cost of one decode step, in parts: ``batch`` sequences each add a token after ``context_len``.
 
-    time = body + attention + head + overhead, each max(FLOPs / (peak x mfu), bytes / (bandwidth x mbu)):
-    body B x 2 P FLOPs, its weights read once (shared by the batch); attention B x 4 L A c FLOPs,
-    B x (c + 1) x KV bytes per token; head B x 2 d V FLOPs, V x d weights read once.
+    The time, in s, is the sum of the three operations' roofline times (the body's weight matmuls, read once
+    for the whole batch; attention over each sequence's cache, its new K and V written; the output head) plus
+    the overhead; ``parts`` holds each.  Assignment 1 derives the count; docs/formulas.md gives it.
     """
     s = setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     c = lengths(context_len, "context_len", minimum=0)
@@ -147,32 +141,32 @@ class Request:
 
     @property
     def decode_time(self) -> pint.Quantity:
-        """Time of all decode steps: (output_len - 1) x itl, s."""
+        """Time of all the decode steps, s."""
         return quantity(self.decode_time_si, "time")
 
     @property
     def e2e(self) -> pint.Quantity:
-        """End-to-end latency, s: ttft + (output_len - 1) x itl."""
+        """End-to-end latency, s: the prefill and every decode step."""
         return quantity(self.ttft_si + self.decode_time_si, "time")
 
     @property
     def prefill_share(self) -> pint.Quantity:
-        """Share of the request's wall time spent in prefill (dimensionless): ttft / e2e."""
+        """Share of the request's wall time spent in prefill (dimensionless)."""
         return quantity(self.ttft_si / (self.ttft_si + self.decode_time_si), "dimensionless")
 
     @property
     def decode_share(self) -> pint.Quantity:
-        """Share of the request's wall time spent decoding: 1 - prefill_share."""
+        """Share of the request's wall time spent decoding (dimensionless)."""
         return quantity(self.decode_time_si / (self.ttft_si + self.decode_time_si), "dimensionless")
 
     @property
     def output_throughput(self) -> pint.Quantity:
-        """Tokens generated per second while decoding, all sequences together: batch / itl."""
+        """Tokens generated per second while decoding, all sequences together, token/s."""
         return quantity(self.batch / self.itl_si, "token_rate")
 
     @property
     def request_throughput(self) -> pint.Quantity:
-        """Output tokens per second over the whole request, prefill included: batch x output_len / e2e."""
+        """Output tokens per second over the whole request, prefill included, token/s."""
         return quantity(self.batch * self.output_len / (self.ttft_si + self.decode_time_si), "token_rate")
 
     def __repr__(self) -> str:
@@ -200,11 +194,10 @@ def request(
 ) -> Request:
     """Return the latency of a request: TTFT, mean ITL, end-to-end time and each phase's share.
 
-    The prefill yields the first token; each of the other output_len - 1 tokens is a decode
-    step, the k-th at context prompt_len + k - 1.  ITL is their mean (with one output token,
-    the step a second token would take); e2e = ttft + (output_len - 1) x itl.  The last token
-    is never fed back, so the request needs prompt_len + output_len - 1 tokens of context.
-    Raises ContextTooLong beyond the model's context, and DoesNotFit when weights plus the full
+    The prefill makes the first token and decode steps the others, each at the context the request has
+    reached; the ITL is their mean (with one output token, the step a second would take) and the end-to-end
+    time the prefill and every step.  The last token is never fed back into the model, which sets the context
+    the request needs.  Assignment 1 derives the counts; docs/formulas.md gives them.  Raises ContextTooLong beyond the model's context, and DoesNotFit when weights plus the full
     cache exceed 0.9 of the usable memory unless ``allow_overflow``.
     """
     s = setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
@@ -331,9 +324,10 @@ def memory_budget(
 ) -> MemoryBudget:
     """Return the memory budget of ``batch`` sequences of ``context_len`` tokens.
 
-    total = weights (all parameters) + batch x context_len x KV bytes per token + reserve, with
-    reserve = (1 - gpu_memory_utilization) x allocatable + workspace, allocatable being what a process
-    can allocate (``Hardware.usable_memory``, a little under the total the device reports).  The
+    It holds all the weights, every sequence's KV cache and the engine's reserve: the share of what a process
+    can allocate (``Hardware.usable_memory``, a little under the total the device reports) that
+    ``gpu_memory_utilization`` leaves, plus any ``workspace``; assignment 2 derives it, docs/formulas.md gives
+    it.  The
     utilization is vLLM's default, 0.9; the 10% it leaves is for other processes, and its activations
     and CUDA graphs come out of the utilised 90% (pass them as ``workspace``).  The budget answers whether
     it fits (``fits``, ``max_batch`` 0 when the weights alone do not); the functions that price a
