@@ -129,6 +129,13 @@ def test_a_near_one_factor_is_named_only_when_it_matches_closely():
     assert "[mistake:" not in fails(Q_(16.06 * 1.08, "GB"), Q_(16.06, "GB"))  # 8 % off: within 2 % of 1.074
 
 
+def test_a_small_named_slip_is_said_as_a_percentage():
+    # a mistake whose factor is 0.9967 (a third of a percent low) reads as a percentage, a large one as a factor
+    message = fails(Q_(0.9967, "s"), Q_(1, "s"), rel=0.001, mistakes={"one step short": 0.9967})
+    assert "off by 0.33%" in message and "factor of 0.9967" not in message and "[mistake: one step short]" in message
+    assert "off by a factor of 3" in fails(Q_(3, "s"), Q_(1, "s"), mistakes={"three times": 3.0})
+
+
 def test_tolerance_is_printed_as_it_is():
     assert "(within 0.5%)" in fails(Q_(1.5, "s"), Q_(1, "s"), rel=0.005)
     assert "(within 2%)" in fails(Q_(1.5, "s"), Q_(1, "s"))

@@ -130,7 +130,7 @@ def _possible(dimension: str | None, expected_dim) -> bool:
 def _factor_mistake(ratio: float, expected_dim, rel: float, extra: dict[str, float],
                     generic: bool = True) -> tuple[str, str] | None:
     """The (how far off, mistake) a ratio betrays: the exercise's ``extra`` factors, then (``generic``) the table's."""
-    candidates = [(f, name, f"off by a factor of {f:.4g}", "named") for name, f in extra.items()]
+    candidates = [(f, name, _how_far(f), "named") for name, f in extra.items()]
     if generic:
         candidates += list(_FACTORS)
     if generic and _exponent(expected_dim, _INFORMATION):
@@ -150,6 +150,14 @@ def _factor_mistake(ratio: float, expected_dim, rel: float, extra: dict[str, flo
             if abs(ratio / f - 1) <= close:
                 return phrase, mistake
     return None
+
+
+def _how_far(factor: float) -> str:
+    """How far off a named factor puts an answer: 8 -> 'off by a factor of 8'; 0.9967 -> 'off by 0.33%' (a factor
+    near 1 read as a percentage, which is how a small slip is seen)."""
+    if max(factor, 1 / factor) < 1.2:
+        return f"off by {abs(factor - 1) * 100:.2g}%"
+    return f"off by a factor of {factor:.4g}"
 
 
 def _percent(rel: float) -> str:

@@ -144,7 +144,7 @@ def _stall(answers, case, ref, rl):
     pre = ref.prefill(name, device, prompt_len, efficiency="typical")
     expected = step.time + pre.time
     at_prompt = ref.decode_step(name, device, prompt_len, batch, efficiency="typical")
-    quantity(gap, expected, f"{call}[0] (the stalled gap: one step plus one prefill)", rel=0.01,
+    quantity(gap, expected, f"{call}[0] (the stalled gap)", rel=0.01,
              mistakes={"the prefill alone, without the step it stalls": (pre.time / expected).m_as(""),
                        AT_PROMPT: ((at_prompt.time + pre.time) / expected).m_as("")})
     x = batch / (output_len - 1)
