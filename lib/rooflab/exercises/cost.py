@@ -149,7 +149,8 @@ def _dearer_tokens(ref):
 
 SLA_DERIVED = r"""
 Cost per token = price / throughput, and the price is fixed: the cheapest token is at the highest throughput that
-meets both targets, the best batch's, $(B^\ast + k)/T(B^\ast)$. A GPU dearer per hour is cheaper per token when its
+meets both targets, the best batch's, $(B^\ast + k)/T(B^\ast)$ (assignment 5: $B^\ast$ sequences decoding make a token
+each per step, and the $k = B^\ast/(O - 1)$ requests that finish in a step have their first tokens from their prefills). A GPU dearer per hour is cheaper per token when its
 throughput under the SLA rises by more than its price.
 """
 
