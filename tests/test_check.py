@@ -154,9 +154,13 @@ def test_exercise_runs_the_visible_cases_and_names_the_failing_one(capsys):
                   + 2 * model.layers * model.attention_width * prompt_len**2 + 2 * model.d_model * model.vocab, "FLOP")
 
     check.exercise("prefill_flops", prefill_flops)
-    assert "prefill_flops: 3 cases right." in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "prefill_flops: 3 cases right." in out
+    # The visible cases are named, one a line, so a student knows what was tried (and what was not).
+    assert "  (Llama-3-8B, 2000)\n  (Llama-3-8B, 16)\n  (Mixtral-8x7B, 512)" in out
     check.exercise("prefill_flops", prefill_flops, cases=[("Gemma-2B", 7)])
-    assert "1 case right." in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "1 case right." in out and "Gemma-2B" not in out  # a hidden case passed is not named to the student
     with pytest.raises(check.WrongAnswer, match=r"prefill_flops\(Llama-3-8B, 2000\).*forgot 2 FLOPs"):
         check.exercise("prefill_flops", lambda m, n: prefill_flops(m, n) / 2)
     with pytest.raises(RuntimeError, match="switched off"):  # a derivation: the library's answer is off

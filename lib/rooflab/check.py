@@ -600,7 +600,7 @@ def reference():
 def exercise(name: str, *answers, cases: list | None = None) -> None:
     """Check the student's ``answers`` to the exercise ``name`` on its visible cases (or on ``cases``).
 
-    Prints how many cases passed; raises AssertionError naming the first failing
+    Prints how many cases passed (naming the visible ones); raises AssertionError naming the first failing
     case and the likely mistake.  Where the exercise asks for a derivation, the
     library's answers are switched off while the student's code runs.
     """
@@ -625,6 +625,9 @@ def exercise(name: str, *answers, cases: list | None = None) -> None:
                 raise
             _hidden_case_failed(checked, case, str(error))
     print(f"{checked}: {len(cases)} case{'s' if len(cases) != 1 else ''} right.")
+    if not hidden:
+        # Which cases: a student who passes should know what was tried, to judge what was not.
+        print("\n".join(f"  {_shortened(_case_text(case))}" for case in cases))
     if spec.derived and not hidden:
         _show_derived(spec.derived)
 
@@ -644,6 +647,10 @@ def _show_derived(text: str) -> None:
 # Whether a failed hidden case's message shows the expected value: a course setting (SandboxedExecute.show_expected
 # in nbgrader_config.py), off by default so that hidden cases can be used again next semester.
 SHOW_EXPECTED_ON_HIDDEN = False
+
+
+def _shortened(text: str, width: int = 110) -> str:
+    return text if len(text) <= width else text[:width - 1] + "\u2026"
 
 
 def _case_text(case) -> str:
