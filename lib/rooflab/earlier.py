@@ -43,8 +43,9 @@ BYTES_PER_VALUE = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1, "int8": 1}
 
 
 def decode_flops(model, context_len):
-    """FLOPs of one token attending to ``context_len`` earlier tokens: 2 P + 4 L A n + 2 d V, in FLOP
-    (P the active non-embedding parameters, L layers, A the attention width, d the model width, V the vocabulary)."""
+    """FLOPs, in FLOP, of one decode step at batch 1 with ``context_len`` earlier tokens in the cache: the body's
+    matmuls over the active non-embedding parameters, attention over the context, and the output head
+    (assignment 1; docs/formulas.md, "The course's own versions")."""
     linear = 2 * model.active_non_embedding_params
     attention = 4 * model.layers * model.attention_width * context_len
     logits = 2 * model.d_model * model.vocab
@@ -52,15 +53,16 @@ def decode_flops(model, context_len):
 
 
 def prefill_flops(model, prompt_len):
-    """FLOPs of prefilling one prompt of N tokens: 2 P N + 2 L A N^2 + 2 d V, in FLOP (assignment 1), with P the
-    active non-embedding parameters (``model.active_non_embedding_params``), as in :func:`decode_flops`."""
+    """FLOPs, in FLOP, of prefilling one prompt of ``prompt_len`` tokens: the body's matmuls for every token,
+    causal attention, and the output head for the last token only (assignment 1; docs/formulas.md)."""
     n = prompt_len
     return Q_(2 * model.active_non_embedding_params * n + 2 * model.layers * model.attention_width * n * n
               + 2 * model.d_model * model.vocab, "FLOP")
 
 
 def weight_bytes(model, precision="fp16"):
-    """Bytes of every weight stored in ``precision``: total_params x bytes per value, in B (assignment 1)."""
+    """Bytes, in B, of every weight (the embedding table and head included) stored in ``precision``, at
+    :data:`BYTES_PER_VALUE` (assignment 1; docs/formulas.md)."""
     return Q_(model.total_params * BYTES_PER_VALUE[precision], "B")
 
 
@@ -75,8 +77,9 @@ def decode_bytes(model, context_len, precision="fp16"):
 
 
 def roofline_time(flops, nbytes, device, precision="fp16"):
-    """(time in s, "compute" or "memory"): max(F / peak FLOP/s, B / bandwidth) and the term that wins; the peak is
-    the device's at ``precision`` (``device.peak_flops(precision)``: pass "int8" or "fp8" for 8-bit math)."""
+    """(time in s, "compute" or "memory"): the roofline time of ``flops`` and ``nbytes`` on ``device`` and which
+    roof sets it, a tie going to compute; the peak is the device's at ``precision`` (``device.peak_flops(precision)``:
+    pass "int8" or "fp8" for 8-bit math) (assignment 1; docs/formulas.md)."""
     compute = (flops / device.peak_flops(precision)).to("s")
     memory = (nbytes / device.memory_bandwidth).to("s")
     return (compute, "compute") if compute >= memory else (memory, "memory")
