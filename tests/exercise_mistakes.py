@@ -237,7 +237,7 @@ def _prices(s, efficiency="typical", precision_used=True, blended=False, decode_
 
 def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_layer=2, ring=True,
         weights_split=True, activation_bytes=lambda precision: 2, active="active_non_embedding_params",
-        head_bytes=lambda precision: 2, caches_split=True):
+        head_bytes=lambda precision: 2, head_rate=lambda precision: "fp16", caches_split=True):
     def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):
         size = s["BYTES_PER_VALUE"][precision]
         per_token = 2 * model.layers * model.kv_heads * model.head_dim * size
@@ -249,7 +249,7 @@ def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_
             Q_(batch * (context_len + 1) * per_token / (tp if caches_split else 1), "B"), device, precision)
         head, _ = s["roofline_time"](Q_(batch * 2 * model.d_model * model.vocab / tp, "FLOP"),
                                      Q_(model.vocab * model.d_model * head_bytes(precision) / tp, "B"), device,
-                                     precision)
+                                     head_rate(precision))
         compute = body + attention + head
         if not communication:
             return compute
@@ -613,8 +613,9 @@ MISTAKES = {
         "activations at the weights' bytes per value (they cross the link in 16-bit)": lambda s: (
             _tp(s, activation_bytes=lambda precision: PER_VALUE[precision]),),
         "total for active parameters (a mixture of experts)": lambda s: (_tp(s, active="non_embedding_params"),),
-        "the head stored at FP8 (FP8 checkpoints keep it in 16-bit)": lambda s: (
-            _tp(s, head_bytes=lambda precision: PER_VALUE[precision]),),
+        "the head stored at 8 bits (8-bit checkpoints keep it in 16-bit)": lambda s: (
+            _tp(s, head_bytes=lambda precision: PER_VALUE[precision], head_rate=lambda precision: precision),),
+        "the head multiplied at the 8-bit rate": lambda s: (_tp(s, head_rate=lambda precision: precision),),
     },
 }
 
@@ -1223,8 +1224,10 @@ def _spec(s, at_batch_1=False, ideal=False, one_step=False, one_prefill=False, p
 _FLOPS_OR_MEMORY = "a memory-only roofline (the FLOPs left out); or one sequence's FLOPs, not the batch's"
 HINTS.update({
     "tp_step_time": {
-        "the head stored at FP8 (FP8 checkpoints keep it in 16-bit)":
-            "the head stored at FP8 (FP8 checkpoints keep it in 16-bit)",
+        "the head stored at 8 bits (8-bit checkpoints keep it in 16-bit)":
+            "the head stored at 8 bits (8-bit checkpoints keep it in 16-bit)",
+        "the head multiplied at the 8-bit rate":
+            "the head multiplied at the 8-bit rate (its weights stay 16-bit, so it multiplies at the 16-bit rate)",
         "activations at the weights' bytes per value (they cross the link in 16-bit)":
             "activations at the weights' bytes per value (they cross the link in 16-bit)",
     },
