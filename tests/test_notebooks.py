@@ -315,7 +315,12 @@ def test_cost_quotes_the_library():
     bills = {f"{d:,.0f}" for d in (monthly, fp16[2], replicas[2], four[2], sixth, 30000)}
     quoted = set(re.findall(r"\\\$(\d{2},\d{3})", answer))
     assert len(quoted) >= 5 and quoted <= bills, quoted - bills
-    assert set(re.findall(r"\\\$(\d+\.\d\d) ", answer)) == {f"{brief.cost_per_million(rl.example_price(h100)).m_as('USD/Mtok'):.2f}"}
+    # Two prices a token: each GPU at its best batch, and the fleet paid for while it serves the peak's
+    # 20 x 250 = 5,000 tokens a second (10 GPUs x $3.9492 an hour / 3,600 / 5,000 x 1e6 = $2.19).
+    full = f"{brief.cost_per_million(rl.example_price(h100)).m_as('USD/Mtok'):.2f}"
+    at_peak = f"{gpus * hourly / 3600 / (20 * 250) * 1e6:.2f}"
+    assert f"\\${full} per million output tokens at full load (\\${at_peak} at the peak" in model_answer
+    assert set(re.findall(r"\\\$(\d+\.\d\d)\b", answer)) == {full, at_peak}
 
 
 def text_of(cell):
