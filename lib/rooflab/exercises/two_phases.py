@@ -241,8 +241,9 @@ def _times(ref, name, device, prompt_len, peak_at, bytes_at):
 
 @exercise("intensities", A, derive=True, derived=r"""
 The prefill's intensity is $F_\text{prefill} / (b P)$: at FP16 about $N P_a / P$ FLOP/B, in step with the prompt.
-A decode step's is $F_\text{decode} / B_\text{decode}$: about 1 FLOP/B at FP16 whatever the context, far below any
-ridge point. At FP8 the peak and the bytes both change, so both sides move.
+A decode step's is $F_\text{decode} / B_\text{decode}$: about 1 FLOP/B at FP16, far below any ridge point. It creeps up
+at long contexts on a model with fewer KV heads than heads: each cached K or V value serves heads / kv_heads query
+heads (4 on Llama-3-8B), so the cache's part of the step runs at about that many FLOP/B. At FP8 the peak and the bytes both change, so both sides move.
 """, visible=[
     ("intensities", "Llama-3-8B", 2000, "fp16", "H100"),  # the running example: prefill compute-, decode memory-bound
     # A short prompt's prefill is memory-bound (the words swapped show); this model's small embedding makes
@@ -423,6 +424,9 @@ def _compute_bound_phase(ref):
     step = ref.decode_step("Llama-3-8B", "H100", 2000)
     turn = ref.prefill_compute_bound_len("Llama-3-8B", "H100")
     ridge = ref.hardware("H100").ridge_point("fp16")
+    # the same turn by the simple count (every weight read once), as the student's bisection finds it
+    simple_turn = next(n for n in range(1, 8193) if (ref.prefill("Llama-3-8B", "H100", n).flops
+                                                      / ref.Q_(ref.model("Llama-3-8B").total_params * 2, "B")) >= ridge)
     m = ref.model("Llama-3-8B")
     every_weight = ref.Q_(m.total_params * 2, "B")
     yours = (long.flops / every_weight).m_as("FLOP/B")
@@ -434,8 +438,8 @@ def _compute_bound_phase(ref):
             f"by the library's, which reads the embedding table one row per token), so it waits on the arithmetic; a "
             f"decode step does {yours_step:.2f} ({step.intensity.m_as('FLOP/B'):.2f}): one token passes through each "
             "weight it loads, about 1 FLOP per byte at FP16, far below any GPU's ridge point, so it waits on memory. "
-            f"A prompt shorter "
-            f"than about {turn} tokens is memory-bound in the prefill too: its intensity is about one FLOP/B per "
+            f"A prompt shorter than about {turn} tokens by the library's count ({simple_turn} by yours, which reads "
+            "the whole embedding table) is memory-bound in the prefill too: its intensity is about one FLOP/B per "
             "token.")
 
 
