@@ -125,6 +125,14 @@ def test_load_explain_and_frontier_figure():
     usd = 3.9492 / 3600 / best.output_throughput.m_as("token/s") * 1e6  # price per second / tokens per second
     assert f"best batch {best.batch} of the 200 that fit" in text and f"${usd:.3g} per million tokens" in text
     assert "memory-bound" in text and "J per token" in text
+    # what stops it: batch 167 would miss the 50 ms ITL (the library's own step, one more sequence)
+    more = rl.steady_state("Llama-3-8B", "H100", 2000, 300, best.batch + 1, efficiency="typical")
+    assert best.batch < 200 and more.itl.m_as("ms") > 50
+    assert f"what stops the batch: the ITL target ({more.itl.m_as('ms'):.4g} ms > 50 ms) at batch {best.batch + 1}" in text
+    # 2,000-token answers: 4,000 tokens of cache a sequence, so the cache space, not a target, caps the batch
+    long = widgets.explain_load("Llama-3-8B", "H100-SXM", "fp16", 1, 2000, 2000, 500, 50)
+    fits = rl.memory_budget("Llama-3-8B", "H100", 4000).max_batch
+    assert f"best batch {fits} of the {fits} that fit" in long and "what stops the batch: cache space" in long
     assert widgets.explain_load("Llama-3-70B", "H100-SXM", "fp16", 1, 2000, 300, 500, 50).startswith(
         "Not possible: not one sequence fits")
     assert "fit on 2 GPUs" in widgets.explain_load("Llama-3-70B", "H100-SXM", "fp16", 2, 2000, 300, 1000, 80)

@@ -213,8 +213,29 @@ def explain_load(model: str, device: str, precision: str, tp: int, prompt_len: i
         f"TTFT {_three(best.ttft.m_as('ms'))} ms",
         f"{_three(best.output_throughput.m_as('token/s'))} tokens/s per GPU "
         f"({_three(best.per_request_throughput.m_as('token/s'))} per user); {cost}; {energy}",
-        f"the decode step's weight matmuls are {best.bound}-bound at this batch",
+        _what_stops(best, model, device, precision, tp, prompt_len, output_len, ttft_limit_ms, itl_limit_ms),
+        f"the decode step's weight matmuls are {best.bound}-bound at this batch "
+        f"({'held by bandwidth' if best.bound == 'memory' else 'held by arithmetic'})",
     ])
+
+
+def _what_stops(best, model, device, precision, tp, prompt_len, output_len, ttft_limit_ms, itl_limit_ms) -> str:
+    """Which limit keeps the batch from growing: the cache space (every sequence that fits already runs) or the
+    target that one more sequence would miss."""
+    from .fleet import steady_state
+
+    if best.batch >= best.max_batch:
+        return f"what stops the batch: cache space (all {best.max_batch:,} sequences that fit are running)"
+    more = steady_state(model, device, prompt_len, output_len, best.batch + 1, precision, tp,
+                        efficiency="typical")
+    itl, ttft = more.itl.m_as("ms"), more.ttft.m_as("ms")
+    missed = []  # four digits: one sequence more may miss a target by a hair
+    if itl > itl_limit_ms:
+        missed.append(f"the ITL target ({itl:.4g} ms > {itl_limit_ms:g} ms)")
+    if ttft > ttft_limit_ms:
+        missed.append(f"the TTFT target ({ttft:.4g} ms > {ttft_limit_ms:g} ms)")
+    reason = " and ".join(missed) or "its throughput, which would not grow"
+    return f"what stops the batch: {reason} at batch {best.batch + 1:,}"
 
 
 def load_explorer(devices: tuple[str, ...] = ("L4", "L40S", "A100-80GB", "H100-SXM", "H200", "B200", "MI300X")):
