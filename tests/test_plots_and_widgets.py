@@ -5,6 +5,8 @@ import matplotlib
 matplotlib.use("Agg")
 
 
+import re  # noqa: E402
+
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
@@ -50,6 +52,11 @@ def test_explain_covers_fits_does_not_fit_and_missing_precision():
     assert "ideal (memory-bound)" in text.split("ITL")[0]
     text, costs = widgets.explain("Llama-3-8B", "T4", "fp16", 2000, 300, 1)
     assert text.startswith("Does not fit") and "16.1 GB" in text and costs == {}
+    # the line adds up (to rounding of its three one-decimal parts), against what a process can allocate (15.83 GB of a T4): 8.03 B weights x 2 B = 16.06 GB
+    # alone exceed it
+    parts = [float(x) for x in re.findall(r"([\d.]+) GB", text)]
+    assert len(parts) == 5 and abs(sum(parts[:3]) - parts[3]) <= 0.15 and parts[4] == 15.8 < parts[0]
+    assert "a process can allocate 15.8 GB of the T4" in text
     text, costs = widgets.explain("Llama-3-8B", "H100-SXM", "fp16", 16000, 300, 1)
     assert text.startswith("Not possible") and "Llama-3.1-8B" in text and costs == {}
     text, costs = widgets.explain("Llama-3-8B", "A100-80GB", "fp8", 2000, 300, 1)
