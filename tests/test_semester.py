@@ -179,10 +179,15 @@ def browser():
 
 def _type_grade(page, score, comment):
     """Type a score and a comment as a grader does (each saves when its field loses focus); wait for both saves."""
-    with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT") as saved:
+    # The field is in the page before formgrader's scripts have fetched the grades and bound their save handlers:
+    # typed too early (seen under load, with the demo class grading beside it), a Tab saves nothing.
+    page.wait_for_load_state("networkidle", timeout=60_000)
+    with page.expect_response(lambda r: "/formgrader/api/grade/" in r.url and r.request.method == "PUT",
+                              timeout=60_000) as saved:
         page.fill(f"#{WRITTEN}", str(score))
         page.press(f"#{WRITTEN}", "Tab")
-    with page.expect_response(lambda r: "/formgrader/api/comment/" in r.url and r.request.method == "PUT") as said:
+    with page.expect_response(lambda r: "/formgrader/api/comment/" in r.url and r.request.method == "PUT",
+                              timeout=60_000) as said:
         page.fill(f"#{WRITTEN}-comment", comment)
         page.press(f"#{WRITTEN}-comment", "Tab")
     return saved.value, said.value
