@@ -1273,6 +1273,9 @@ HINTS.update({
         "the compute-bound batch of the active weights alone": "the experts priced like a dense matrix",
         "the experts of one layer only": "the experts read term divided by layers",
         "2 bytes a value at any precision": PRECISION_NOT_PASSED,
+        "min(E, k x B) (overlap ignored)":
+            "min(E, k x B): as if no two tokens of the batch ever picked the same expert",
+        "k x B experts (no overlap)": "k x B: every token's picks counted, the same expert more than once",
     },
     "attention_share": {"every expert in P, not the active ones": TOTAL_FOR_ACTIVE},
 })

@@ -143,6 +143,15 @@ def _decode_parts(answers, case, ref, rl):
 
 # -- Exercise 3: mixture of experts ------------------------------------------------------------------------------
 
+def _experts_slips(experts: int, k: int, batch: int) -> dict:
+    """{mistake: the count it gives} for the likely wrong counts of experts read, where they differ from the right one
+    (E (1 - (1 - k/E)^B)) by more than rounding."""
+    right = experts * (1 - (1 - k / experts) ** batch)
+    slips = {"min(E, k x B): as if no two tokens of the batch ever picked the same expert": min(experts, k * batch),
+             "k x B: every token's picks counted, the same expert more than once": k * batch}
+    return {mistake: value for mistake, value in slips.items() if abs(value / right - 1) > 0.01}
+
+
 @exercise("moe_decode", A, derive=("operations.expected_experts", "serving.decode_step", "serving.request",
                                    "operations.body_bytes", "crossover.decode_compute_bound_batch",
                                    "fleet.steady_state"), derived=r"""
@@ -175,13 +184,14 @@ def _moe_decode(answers, case, ref, rl):
     if isinstance(case[0], int):  # (experts, experts_per_token, batch): the count alone
         experts, k, batch = case
         number(experts_read(experts, k, batch), float(ref.serving.expected_experts(experts, k, batch)),
-               f"experts_read({experts}, {k}, {batch})", rel=EXACT)
+               f"experts_read({experts}, {k}, {batch})", rel=EXACT, also_wrong=_experts_slips(experts, k, batch))
         return
     name, device, batch, precision = case
     m = ref.model(name)
     number(experts_read(m.experts, m.experts_per_token, batch),
            float(ref.serving.expected_experts(m.experts, m.experts_per_token, batch)),
-           f"experts_read({m.experts}, {m.experts_per_token}, {batch})", rel=EXACT)
+           f"experts_read({m.experts}, {m.experts_per_token}, {batch})", rel=EXACT,
+           also_wrong=_experts_slips(m.experts, m.experts_per_token, batch))
     step = ref.decode_step(name, device, 0, batch, precision, allow_overflow=True)
     per_value = ref.bytes_per_element(precision)
     experts = float(ref.serving.expected_experts(m.experts, m.experts_per_token, batch))
