@@ -52,8 +52,8 @@ def test_explain_covers_fits_does_not_fit_and_missing_precision():
     assert "ideal (memory-bound)" in text.split("ITL")[0]
     text, costs = widgets.explain("Llama-3-8B", "T4", "fp16", 2000, 300, 1)
     assert text.startswith("Does not fit") and "16.1 GB" in text and costs == {}
-    # the line adds up (to rounding of its three one-decimal parts), against what a process can allocate (15.83 GB of a T4): 8.03 B weights x 2 B = 16.06 GB
-    # alone exceed it
+    # the line adds up (to the rounding of its three one-decimal parts), against what a process can allocate
+    # (15.83 GB of a T4): 8.03 B weights x 2 B = 16.06 GB alone exceed it
     parts = [float(x) for x in re.findall(r"([\d.]+) GB", text)]
     assert len(parts) == 5 and abs(sum(parts[:3]) - parts[3]) <= 0.15 and parts[4] == 15.8 < parts[0]
     assert "a process can allocate 15.8 GB of the T4" in text
@@ -135,7 +135,8 @@ def test_load_explain_and_frontier_figure():
     # what stops it: batch 167 would miss the 50 ms ITL (the library's own step, one more sequence)
     more = rl.steady_state("Llama-3-8B", "H100", 2000, 300, best.batch + 1, efficiency="typical")
     assert best.batch < 200 and more.itl.m_as("ms") > 50
-    assert f"what stops the batch: the ITL target ({more.itl.m_as('ms'):.4g} ms > 50 ms) at batch {best.batch + 1}" in text
+    stops = f"what stops the batch: the ITL target ({more.itl.m_as('ms'):.4g} ms > 50 ms) at batch {best.batch + 1}"
+    assert stops in text
     # 2,000-token answers: 4,000 tokens of cache a sequence, so the cache space, not a target, caps the batch
     long = widgets.explain_load("Llama-3-8B", "H100-SXM", "fp16", 1, 2000, 2000, 500, 50)
     fits = rl.memory_budget("Llama-3-8B", "H100", 4000).max_batch

@@ -35,8 +35,8 @@ def explain(model: str, device: str, precision: str, prompt_len: int, output_len
     except DoesNotFit:
         budget = memory_budget(model, device, prompt_len + output_len, batch, precision)  # as request() checks it
         return (f"Does not fit: weights {budget.weights:.1f~P} + KV cache {budget.kv:.1f~P} + what the engine holds "
-                f"back {budget.reserve:.1f~P} = {budget.total:.1f~P}, but a process can allocate {budget.allocatable:.1f~P} "
-                f"of the {device}."), {}
+                f"back {budget.reserve:.1f~P} = {budget.total:.1f~P}, but a process can allocate "
+                f"{budget.allocatable:.1f~P} of the {device}."), {}
     except ValueError as error:  # a context the model lacks, a precision the device has no rate for
         return f"Not possible: {error}", {}
     typical = request(model, device, prompt_len, output_len, batch, precision, efficiency="typical")

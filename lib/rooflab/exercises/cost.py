@@ -315,7 +315,8 @@ def _tp_si(model, hardware, context, batch, tp, precision, link=0.5, per_layer=2
         (batch * 2 * model.d_model * model.vocab / tp, model.d_model * model.vocab * max(size, 2) / tp),
     )
     head_peak = peak if size >= 2 or head_at_format_rate else hardware.peak_flops("fp16").m_as("FLOP/s")
-    compute = sum(max(flops / rate, nbytes / bandwidth) for (flops, nbytes), rate in zip(parts, (peak, peak, head_peak)))
+    rates = (peak, peak, head_peak)
+    compute = sum(max(flops / rate, nbytes / bandwidth) for (flops, nbytes), rate in zip(parts, rates))
     share = 2 * (tp - 1) / tp if ring else 1
     message = batch * model.d_model * 2
     return compute + per_layer * model.layers * share * message / (hardware.interconnect_bandwidth.m_as("B/s") * link)
@@ -336,8 +337,8 @@ def _tp_slips(ref, case, expected) -> dict:
 
 
 def _head_si(ref, name: str, device: str, batch: int, tp: int, rate: str, bytes_per_value: int) -> float:
-    """One GPU's share of the output head's ideal roofline time, s: max(2 d V B / N / peak, d V x bytes / N / bandwidth),
-    at the peak of the format ``rate``."""
+    """One GPU's share of the output head's ideal roofline time, s, at the peak of the format ``rate``:
+    max(2 d V B / N / peak, d V x bytes / N / bandwidth)."""
     model, hardware = ref.model(name), ref.hardware(device)
     flops = batch * 2 * model.d_model * model.vocab / tp
     nbytes = model.d_model * model.vocab * bytes_per_value / tp

@@ -243,7 +243,8 @@ def _times(ref, name, device, prompt_len, peak_at, bytes_at):
 The prefill's intensity is $F_\text{prefill} / (b P)$: at FP16 about $N P_a / P$ FLOP/B, in step with the prompt.
 A decode step's is $F_\text{decode} / B_\text{decode}$: about 1 FLOP/B at FP16, far below any ridge point. It creeps up
 at long contexts on a model with fewer KV heads than heads: each cached K or V value serves heads / kv_heads query
-heads (4 on Llama-3-8B), so the cache's part of the step runs at about that many FLOP/B. At FP8 the peak and the bytes both change, so both sides move.
+heads (4 on Llama-3-8B), so the cache's part of the step runs at about that many FLOP/B. At FP8 the peak and the
+bytes both change, so both sides move.
 """, visible=[
     ("intensities", "Llama-3-8B", 2000, "fp16", "H100"),  # the running example: prefill compute-, decode memory-bound
     # A short prompt's prefill is memory-bound (the words swapped show); this model's small embedding makes
@@ -424,11 +425,10 @@ def _compute_bound_phase(ref):
     step = ref.decode_step("Llama-3-8B", "H100", 2000)
     turn = ref.prefill_compute_bound_len("Llama-3-8B", "H100")
     ridge = ref.hardware("H100").ridge_point("fp16")
-    # the same turn by the simple count (every weight read once), as the student's bisection finds it
-    simple_turn = next(n for n in range(1, 8193) if (ref.prefill("Llama-3-8B", "H100", n).flops
-                                                      / ref.Q_(ref.model("Llama-3-8B").total_params * 2, "B")) >= ridge)
     m = ref.model("Llama-3-8B")
     every_weight = ref.Q_(m.total_params * 2, "B")
+    # the same turn by the simple count (every weight read once), as the student's bisection finds it
+    simple_turn = next(n for n in range(1, 8193) if ref.prefill(m.name, "H100", n).flops / every_weight >= ridge)
     yours = (long.flops / every_weight).m_as("FLOP/B")
     step_flops = 2 * m.active_non_embedding_params + 4 * m.layers * m.attention_width * 2000 + 2 * m.d_model * m.vocab
     step_bytes = every_weight + 2000 * ref.Q_(1, "token") * m.kv_bytes_per_token("fp16")
