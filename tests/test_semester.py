@@ -250,6 +250,7 @@ def test_a_save_that_fails_says_so_on_the_page(term_copy, browser):
         page = context.new_page()
         page.goto(ada)
         page.wait_for_selector(f"#{WRITTEN}")
+        page.wait_for_load_state("networkidle", timeout=60_000)  # handlers bound (see _type_grade)
         # as if the sign-in had expired (the XSRF cookie kept): the save is refused
         kept = [c for c in context.cookies() if c["name"] == "_xsrf"]
         context.clear_cookies()
@@ -257,7 +258,7 @@ def test_a_save_that_fails_says_so_on_the_page(term_copy, browser):
         page.fill(f"#{WRITTEN}", "3")
         page.press(f"#{WRITTEN}", "Tab")
         banner = page.locator("#rooflab-save-error")
-        banner.wait_for(timeout=15_000)
+        banner.wait_for(timeout=60_000)
         assert "NOT SAVED" in banner.inner_text() and "sign-in" in banner.inner_text()
         context.close()
     finally:
