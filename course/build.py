@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .grading.cells import HIDDEN, MARKERS
 from .grading.trusted import ASSERTS
-from .grading.kernels import kernel_config, settled, unsettled
+from .grading.kernels import kernel_config, kernel_stderr_without_shutdown_race, settled, unsettled
 from .grading import nbgrader_run
 from .grading.nbgrader_run import assignments, nbgrader, notebooks, read_notebook, write_notebook
 
@@ -207,6 +207,11 @@ def _pool(workers: int):
 def _run_reference_and_blank(path: Path, released: Path, validate_notebooks: bool) -> tuple[dict, list[str]]:
     """Execute the source notebook ``path`` (the reference) and, if it ran clean, check that its tests pass and
     that the blank ``released`` notebook fails each of its own; return the executed notebook and the problems."""
+    with kernel_stderr_without_shutdown_race():  # a worker of its own: its stderr is its own
+        return _reference_and_blank(path, released, validate_notebooks)
+
+
+def _reference_and_blank(path: Path, released: Path, validate_notebooks: bool) -> tuple[dict, list[str]]:
     executed = execute(path, allow_errors=True)
     problems = errors(executed, path.name)
     if validate_notebooks and not problems:

@@ -1,6 +1,10 @@
-"""course/grading/kernels.py: kernels over Unix sockets with a per-process prefix, and the do-nothing last cell."""
+"""course/grading/kernels.py: kernels over Unix sockets with a per-process prefix, the do-nothing last cell, and
+ipykernel's shutdown race kept off the terminal."""
 
 import os
+import subprocess
+import sys
+import textwrap
 
 import nbformat
 
@@ -27,3 +31,51 @@ def test_settled_adds_one_cell_and_unsettled_removes_only_that_one():
     assert [c.source for c in notebook.cells] == ["x = 1"]
     kernels.unsettled(notebook)  # a notebook without the cell keeps its own last cell
     assert [c.source for c in notebook.cells] == ["x = 1"]
+
+
+# The shape of what ipykernel 7.4 wrote in a `course build` run (its file paths shortened here).
+RACE = """ERROR:tornado.general:Uncaught exception in ZMQStream callback
+Traceback (most recent call last):
+  File "zmq/eventloop/zmqstream.py", line 585, in _log_error
+    f.result()
+  File "ipykernel/kernelbase.py", line 372, in dispatch_control
+    await self.process_control(msg)
+  File "ipykernel/kernelbase.py", line 409, in process_control
+    self._publish_status_and_flush("idle", "control", self.control_stream)
+  File "zmq/sugar/attrsettr.py", line 55, in __getattr__
+    return self._get_attr_opt(upper_key, opt)
+zmq.error.ZMQError: Socket operation on non-socket
+"""
+
+
+def test_the_shutdown_race_is_dropped_and_everything_around_it_kept():
+    before, after = "a warning of the notebook's own\n", "[I 12:00:00 kernel] another record\n"
+    assert kernels.without_shutdown_race(before + RACE + after) == before + after
+    assert kernels.without_shutdown_race(RACE + RACE) == ""
+    assert kernels.without_shutdown_race("nothing to drop\n") == "nothing to drop\n"
+
+
+def test_a_traceback_that_ends_otherwise_is_kept_whole():
+    other = RACE.replace("zmq.error.ZMQError: Socket operation on non-socket", "ValueError: a real error")
+    assert kernels.without_shutdown_race(other) == other
+    # the start of the race, then another record before its end: both kept
+    cut = RACE.splitlines(keepends=True)[:3] + ["ERROR:tornado.general:something else\n"]
+    assert kernels.without_shutdown_race("".join(cut)) == "".join(cut)
+
+
+def test_what_a_child_writes_on_stderr_is_passed_on_less_the_race(tmp_path):
+    """A child process (as a kernel is) inherits fd 2 inside the block; what it wrote reaches the real stderr
+    after the block, less the race."""
+    (tmp_path / "written.txt").write_text("kept\n" + RACE + "also kept\n")
+    script = textwrap.dedent("""
+        import subprocess, sys
+        from course.grading import kernels
+        child = "import sys; sys.stderr.write(open('written.txt').read())"
+        with kernels.kernel_stderr_without_shutdown_race():
+            subprocess.run([sys.executable, "-c", child])
+        sys.stderr.write("after")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "kept\nalso kept\nafter"
