@@ -802,6 +802,16 @@ _MEMORY_OR_ONE = "a memory-only step (the FLOPs left out); or one sequence's FLO
 _CACHE_SLIP = ("the cache quantized with the weights (weight-only formats leave it FP16); or the caches left out of "
                "the step's bytes")
 HINTS.update({
+    "w8a8_prefill_speedup": {  # a round-9 novice's likeliest slip, which got "matches no slip"
+        "the peak alone, the weights kept at 16 bits":
+            "the peak alone (the weights kept at 16 bits: W8A8 ships them in 8, so a short prompt reads half)",
+    },
+    "extra_sequences": {  # a round-9 novice got "rounded, not rounded down" for this one
+        "the reported total for the usable memory":
+            "the reported total (memory_capacity) for what a process can allocate (usable_memory)",
+    },
+})
+HINTS.update({
     "decode_speedup": {
         "the speed-up from the weights alone": "the weights' bytes alone (the FP16 caches and the FLOPs left out)",
         "the ratio of bits (16 / bits per weight)":
@@ -871,6 +881,8 @@ MISTAKES.update({
     },
     "w8a8_prefill_speedup": {
         "the FP16 peak kept (weight-only)": _w8a8(peak=lambda compute: "fp16"),
+        "the peak alone, the weights kept at 16 bits": lambda s: _w8a8(
+            weights=lambda model, compute: s["quantized_weight_bytes"](model, "fp16"))(s),
         "the bytes alone": lambda s: (lambda model, device, prompt_len, compute="fp8": (
             s["quantized_weight_bytes"](model, "fp16") / s["quantized_weight_bytes"](model, compute)).m_as(""),),
         "twice the peak, so 2x": lambda s: (lambda model, device, prompt_len, compute="fp8": (
@@ -887,6 +899,7 @@ MISTAKES.update({
         "rounded, not floored": _fits(whole=round),
         "no clamp at 0 when the weights do not fit": _fits(clamp=False),
         "the capacity read in GiB": _fits(capacity=lambda device: Q_(device.usable_memory.m_as("GiB"), "GB")),
+        "the reported total for the usable memory": _fits(capacity=lambda device: device.memory_capacity),
     },
     "cheapest_config": {
         "decided at batch 1": _cheapest(time=_at_batch_one),

@@ -182,7 +182,7 @@ def test_under_load_quotes_the_library():
         at = rl.steady_state(llama, h100, 2000, 300, 64, efficiency=efficiency)
         prefills = at.itl - at.decode.time
         assert prefills > at.decode.parts["attention"].time > at.decode.parts["body"].time, efficiency
-    assert "the three shares rank the same way at both" in "".join(text(c) for c in cells(SOURCE, "05_under_load"))
+    assert "the three shares rank the same way at ideal and at typical efficiency" in "".join(text(c) for c in cells(SOURCE, "05_under_load"))
     s = rl.steady_state(llama, h100, 2000, 300, 64, efficiency="typical")
     assert f"batch  64: ITL {s.itl.m_as('ms'):5.1f} ms, {s.output_throughput.m_as('token/s'):6,.0f} tokens/s" in shown
     assert json.dumps(solved).count("image/png") >= 2  # the student's own frontier and the library's figure
