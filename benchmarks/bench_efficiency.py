@@ -44,7 +44,7 @@ BEYOND = {
 def rows_table(preset: str) -> None:
     """Each row of the preset's tables: measured, ideal, ideal / measured, the preset's figure and error."""
     e = rl.efficiency(preset)
-    print(f"\n== {e.describe()}\n")
+    print(f"\n== {e.describe(detail=True)}\n")
     print(f"{'model':13} {'device':9} {'precision':17} {'tp':>2} {'batch':>5} {'in/out':>11} {'measured':>16} "
           f"{'ideal':>9} {'ideal/meas':>10} {preset:>9} {'error':>7}")
     groups = dict(calibration.tables(preset))
@@ -116,7 +116,8 @@ def main() -> None:
         fitted = calibration.calibrate(preset)
         shipped = rl.efficiency(preset)
         same = fitted == shipped
-        print(f"refit of {preset} ({time.perf_counter() - start:.1f} s): {fitted.describe().split('. Fitted')[0]}"
+        factors = fitted.describe(detail=True).split(". Fitted")[0]
+        print(f"refit of {preset} ({time.perf_counter() - start:.1f} s): {factors}"
               f"\n  {'equals' if same else 'DIFFERS FROM'} the shipped preset")
     budget_table()
     beyond_budget()

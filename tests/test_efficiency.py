@@ -97,7 +97,12 @@ def test_each_preset_states_its_error_on_its_tables(name):
     # one row the fit cannot explain may set the maximum, so the 90th percentile is stated beside it
     assert e.p90_error == pytest.approx(statistics.quantiles(errors, n=10, method="inclusive")[-1], abs=0.01)
     assert (f"median {e.median_error:.0%}, 90% of rows within {e.p90_error:.0%}, max {e.max_error:.0%} (the worst"
-            in e.describe())
+            in e.describe(detail=True))
+    # the short form, which the notebooks print, keeps the figures and leaves out the file names and the worst row
+    short = e.describe()
+    assert f"median {e.median_error:.0%}, 90% of rows within {e.p90_error:.0%}, max {e.max_error:.0%}" in short
+    assert "data/" not in short and e.worst not in short and "detail=True" in short
+    assert f"MFU {e.mfu:.2f}, MBU {e.mbu:.2f}" in short.splitlines()[1]
 
 
 @pytest.mark.parametrize("name", FITTED)

@@ -127,19 +127,31 @@ class Efficiency:
         return (f"Efficiency(name={self.name!r}, mfu={self.mfu:.3g}, mbu={self.mbu:.3g}, "
                 f"overhead={self.overhead:.3g~P})")
 
-    def describe(self) -> str:
-        """One paragraph: the factors per format, the all-reduce, the vintage and the error."""
+    def describe(self, detail: bool = False) -> str:
+        """The factors per format, the overhead, the all-reduce and the error, a few lines; with ``detail``, one
+        paragraph that adds the tables the preset was fitted on and the row that sets its maximum error."""
         pairs = {f: self.body_factors(_EXAMPLE[f]) for f in WEIGHT_FORMATS}
         formats = "; ".join(f"{f}: MFU {mfu:.2f}, MBU {mbu:.2f}" for f, (mfu, mbu) in pairs.items())
-        error = ""
+        within = "" if self.p90_error is None else f", 90% of rows within {self.p90_error:.0%}"
+        if detail:
+            error = ""
+            if self.median_error is not None:
+                worst = f" ({self.worst})" if self.worst else ""
+                error = (f" Error on its measurements: median {self.median_error:.0%}{within}, "
+                         f"max {self.max_error:.0%}{worst}.")
+            return (f"{self.name}: {formats}; overhead {self.overhead:.3g~P} a pass; all-reduce at "
+                    f"{self.allreduce_efficiency:.0%} of the link + {self.allreduce_latency:.3g~P}. "
+                    f"Fitted on {self.vintage or 'nothing (the bound)'}.{error}")
+        # The short form leaves the sources and the worst row out: novices read the paragraph as noise.
+        fitted_on = self.vintage.split(":")[0] if self.vintage else "the roofline bound itself"
+        lines = [f"{self.name} ({fitted_on}): the share of each roof an engine reaches",
+                 f"  {formats.replace('; ', ' | ')}",
+                 f"  plus {self.overhead:.3g~P} a pass; an all-reduce at {self.allreduce_efficiency:.0%} of the link "
+                 f"+ {self.allreduce_latency:.3g~P}"]
         if self.median_error is not None:
-            within = "" if self.p90_error is None else f", 90% of rows within {self.p90_error:.0%}"
-            worst = f" ({self.worst})" if self.worst else ""
-            error = (f" Error on its measurements: median {self.median_error:.0%}{within}, "
-                     f"max {self.max_error:.0%}{worst}.")
-        return (f"{self.name}: {formats}; overhead {self.overhead:.3g~P} a pass; all-reduce at "
-                f"{self.allreduce_efficiency:.0%} of the link + {self.allreduce_latency:.3g~P}. "
-                f"Fitted on {self.vintage or 'nothing (the bound)'}.{error}")
+            lines.append(f"  error on published measurements: median {self.median_error:.0%}{within}, max "
+                         f"{self.max_error:.0%} (describe(detail=True) names the worst row and the sources)")
+        return "\n".join(lines)
 
 
 _EXAMPLE = {"16-bit": "fp16", "fp8": "fp8", "int8": "gpt-fast-int8", "int4": "int4-g128"}
