@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .grading.cells import HIDDEN, MARKERS
 from .grading.trusted import ASSERTS
-from .grading.kernels import kernel_config, kernel_stderr_without_shutdown_race, settled, unsettled
+from .grading.kernels import kernel_config, pass_on_stderr, settled, stderr_to_folder, unsettled
 from .grading import nbgrader_run
 from .grading.nbgrader_run import assignments, nbgrader, notebooks, read_notebook, write_notebook
 
@@ -196,22 +196,19 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def _pool(workers: int):
-    """A pool of ``workers`` processes for notebook runs (spawned, not forked: the caller may hold threads)."""
+def _pool(workers: int, stderr_folder: Path):
+    """A pool of ``workers`` processes for notebook runs (spawned, not forked: the caller may hold threads), whose
+    stderr goes to files in ``stderr_folder`` (kernels.stderr_to_folder; read them with kernels.pass_on_stderr)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=stderr_to_folder, initargs=(str(stderr_folder),))
 
 
 def _run_reference_and_blank(path: Path, released: Path, validate_notebooks: bool) -> tuple[dict, list[str]]:
     """Execute the source notebook ``path`` (the reference) and, if it ran clean, check that its tests pass and
     that the blank ``released`` notebook fails each of its own; return the executed notebook and the problems."""
-    with kernel_stderr_without_shutdown_race():  # a worker of its own: its stderr is its own
-        return _reference_and_blank(path, released, validate_notebooks)
-
-
-def _reference_and_blank(path: Path, released: Path, validate_notebooks: bool) -> tuple[dict, list[str]]:
     executed = execute(path, allow_errors=True)
     problems = errors(executed, path.name)
     if validate_notebooks and not problems:
@@ -391,15 +388,21 @@ def build(selected: list[str] | None = None, validate_notebooks: bool = True, lo
         # read in course order, so the report does not depend on which finished first.
         workers = max(1, min(len(jobs), _cores()))
         log(f"executing {len(jobs)} notebook{'s' if len(jobs) != 1 else ''}, {workers} at a time")
-        with _pool(workers) as pool:
-            runs = [pool.submit(_run_reference_and_blank, path, released, validate_notebooks)
-                    for _, path, released in jobs]
-            for (assignment, path, _), run in zip(jobs, runs):
-                log(f"{assignment}: ran {path.name}" + (", checked the reference and the blank release"
-                                                       if validate_notebooks else ""))
-                executed, problems = run.result()
-                report.problems += problems
-                write_notebook(executed, scratch / "solutions" / assignment / path.name)
+        # The workers' stderr and their kernels' is passed on once they have ended, less the noise of kernels that
+        # shut down after a complete run (course/grading/kernels.py), which would read as a failure.
+        (scratch / "stderr").mkdir()
+        try:
+            with _pool(workers, scratch / "stderr") as pool:
+                runs = [pool.submit(_run_reference_and_blank, path, released, validate_notebooks)
+                        for _, path, released in jobs]
+                for (assignment, path, _), run in zip(jobs, runs):
+                    log(f"{assignment}: ran {path.name}" + (", checked the reference and the blank release"
+                                                           if validate_notebooks else ""))
+                    executed, problems = run.result()
+                    report.problems += problems
+                    write_notebook(executed, scratch / "solutions" / assignment / path.name)
+        finally:
+            pass_on_stderr(scratch / "stderr")
         report.built += [a for a in chosen if notebooks(a)]
         if selected is None:
             report.problems += check_readme_points(nbgrader_run.ROOT / "README.md", totals)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .grading import cells
 from .grading.trusted import ASSERTS
-from .grading.kernels import kernel_config, kernel_stderr_without_shutdown_race, settled, unsettled
+from .grading.kernels import kernel_config, stderr_without_shutdown_noise, settled, unsettled
 from .grading import nbgrader_run
 from .grading.nbgrader_run import environment, read_notebook
 
@@ -85,7 +85,7 @@ def check(path: Path, hidden: bool = False, timeout: int = 30, out=sys.stdout) -
                                      interrupt_on_timeout=True,
                                      resources={"metadata": {"path": str(path.parent.resolve())}},
                                      config=kernel_config())  # IPC, not TCP: see course/grading/kernels.py
-    with kernel_stderr_without_shutdown_race():  # `course check` is a process of its own
+    with stderr_without_shutdown_noise():  # `course check` is a process of its own
         client.execute()
     unsettled(notebook)
     earned = possible = 0.0

@@ -19,6 +19,7 @@ import re
 import secrets
 import sys
 import tempfile
+from pathlib import Path
 
 
 def ipc_prefix() -> str:
@@ -59,18 +60,24 @@ def unsettled(notebook):
     return notebook
 
 
-# ipykernel 7.4 can log a traceback as it shuts down: after the shutdown request it flushes its control stream,
-# which the shutdown has just closed (the same race that ipykernel#1518 fixed for IOPub, on the control stream).
-# The notebook ran in full and nothing is lost, but the kernel writes it on the stderr it inherited from us.
+# Two things a kernel (or its client) can write on the stderr it inherited from us as it shuts down, after the
+# notebook ran in full, with nothing lost: ipykernel 7.4's traceback of a control stream it flushes after its
+# shutdown closed it (the race ipykernel#1518 fixed for IOPub, on the control stream), and libzmq's assertion of a
+# poll that found a socket already closed (zeromq/libzmq#1307, #3715), which aborts the process that is ending.
+# A kernel that dies while it still has work fails its run (nbclient's DeadKernelError), which says so itself.
 _RACE_START = "ERROR:tornado.general:Uncaught exception in ZMQStream callback"
 _RACE_END = "zmq.error.ZMQError: Socket operation on non-socket"
+_ZMQ_ASSERTION = re.compile(r"^Assertion failed: pfd\.revents & POLLIN \(src/signaler\.cpp:\d+\)$")
 _LOG_LINE = re.compile(r"^(?:[A-Z]+:[\w.]+:|\[[A-Z] )")  # where another log record begins
 
 
-def without_shutdown_race(text: str) -> str:
-    """``text`` (a kernel's stderr) less each traceback of the shutdown race above; everything else kept as is."""
+def without_shutdown_noise(text: str) -> str:
+    """``text`` (what kernels wrote on stderr) less the two shutdown messages above; everything else as it is."""
     lines, kept, i = text.splitlines(keepends=True), [], 0
     while i < len(lines):
+        if _ZMQ_ASSERTION.match(lines[i].rstrip("\n")):
+            i += 1
+            continue
         end = _race_end(lines, i)
         if end is None:
             kept.append(lines[i])
@@ -93,11 +100,18 @@ def _race_end(lines: list[str], start: int) -> int | None:
     return None
 
 
+def _pass_on(raw: bytes) -> None:
+    kept = without_shutdown_noise(raw.decode("utf-8", errors="replace"))
+    if kept:
+        sys.stderr.write(kept)
+        sys.stderr.flush()
+
+
 @contextlib.contextmanager
-def kernel_stderr_without_shutdown_race():
+def stderr_without_shutdown_noise():
     """For its block, this process's stderr (fd 2, which the kernels it starts inherit) goes to a file; at the
-    end, what was written there is passed on to the real stderr, less the shutdown race's tracebacks.
-    For a process that runs one thing at a time (``course build``'s notebook workers): the fd is the process's."""
+    end, what was written there is passed on to the real stderr, less the shutdown noise.  For a process that
+    runs one thing at a time (``course check``): fd 2 is the whole process's."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as caught:
@@ -109,7 +123,17 @@ def kernel_stderr_without_shutdown_race():
             os.dup2(saved, 2)
             os.close(saved)
             caught.seek(0)
-            kept = without_shutdown_race(caught.read().decode("utf-8", errors="replace"))
-            if kept:
-                sys.stderr.write(kept)
-                sys.stderr.flush()
+            _pass_on(caught.read())
+
+
+def stderr_to_folder(folder: str) -> None:
+    """A pool worker's initializer: its stderr, and its kernels', go to a file of its own in ``folder`` for the rest
+    of its life (its own end included, where the noise can come too); :func:`pass_on_stderr` reads them."""
+    handle = open(os.path.join(folder, f"{os.getpid()}.stderr"), "wb", buffering=0)
+    os.dup2(handle.fileno(), 2)
+
+
+def pass_on_stderr(folder: str) -> None:
+    """What the workers of :func:`stderr_to_folder` wrote, less the shutdown noise, to this process's stderr."""
+    for path in sorted(Path(folder).glob("*.stderr")):
+        _pass_on(path.read_bytes())
