@@ -500,3 +500,25 @@ def _long_context_change(ref):
             "byte, and a decode step waits on bytes. At batch 1 the order flips: INT4 weights "
             f"{one['INT4 weights'].m_as('ms'):.1f} ms, an FP8 cache {one['an FP8 cache'].m_as('ms'):.1f} ms. "
             "Quantize what dominates the bytes.")
+
+
+WAITS = {"flops at 2000, weights at 16": ("the flops at 2000, the weights at 16", "flops then weights"),
+         "flops at both": ("the flops at both", "flops"),
+         "weights at both": ("the weights at both", "weights"),
+         "weights at 2000, flops at 16": ("the weights at 2000, the flops at 16", "weights then flops")}
+
+
+@question("prefill_waits_on", A, "flops at 2000, weights at 16", WAITS, revisited_in="The cell after Exercise 3")
+def _prefill_waits_on(ref):
+    h100 = ref.hardware("H100")
+    lines = []
+    for prompt_len in (2000, 16):
+        cost = ref.prefill("Llama-3-8B", h100, prompt_len)  # ideal, FP16: the paper estimate's terms
+        compute = (cost.flops / h100.peak_flops("fp16")).to("ms")
+        memory = (cost.bytes / h100.memory_bandwidth).to("ms")
+        lines.append(f"{prompt_len:,} tokens: the FLOPs take {compute.m_as('ms'):.2g} ms at the FP16 peak, reading the "
+                     f"its bytes (the weights, nearly all) {memory.m_as('ms'):.2g} ms")
+    return (f"{'; '.join(lines)} (Llama-3-8B, H100, ideal, the library's careful count). A prefill does about "
+            "2 x parameters FLOPs per prompt token but reads the weights once, so a long prompt waits on the math, "
+            "which INT4 weights leave in FP16, and a short one on the bytes, which INT4 shrinks: Exercise 3's "
+            "speed-up is near 1 at 2,000 tokens and large at 16.")
