@@ -46,6 +46,11 @@ def test_explain_covers_fits_does_not_fit_and_missing_precision():
     assert "TTFT 29.6 ms ideal" in text and "ITL 4.56 ms ideal" in text and set(costs) == {"prefill", "decode step"}
     assert "typical (compute-bound)" in text and "typical (memory-bound)" in text
     assert "ms ideal (compute-bound)" in text and "ms ideal (memory-bound)" in text  # each figure names its own bound
+    # a prefill of 8 x 32,000 tokens takes seconds, printed in s: 2 x 8.03e9 weights x 256,000 tokens / 989 TFLOP/s
+    # is 4.2 s before attention, so the ideal TTFT is between 4 and 10 s and reads "N.NN s"
+    long, _ = widgets.explain("Llama-3.1-8B", "H100-SXM", "fp16", 32000, 256, 8)
+    ttft = long.split(" ideal")[0].removeprefix("TTFT ")
+    assert ttft.endswith(" s") and 4 < float(ttft[:-2]) < 10 and "ms" not in ttft
     # 120 tokens on an A100: memory-bound at the ideal (the turn is at 154 tokens, the ridge point near 153 FLOP/B),
     # compute-bound at typical efficiency, whose MFU falls further below 1 than its MBU
     text, _ = widgets.explain("Llama-3-8B", "A100-80GB", "fp16", 120, 300, 1)

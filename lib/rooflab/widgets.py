@@ -45,9 +45,9 @@ def explain(model: str, device: str, precision: str, prompt_len: int, output_len
     # Each figure carries its own bound: at typical efficiency a short prefill can turn compute-bound sooner.
     p_typical = prefill(model, device, prompt_len, batch, precision, efficiency="typical")
     d_typical = decode_step(model, device, prompt_len, batch=batch, precision=precision, efficiency="typical")
-    text = (f"TTFT {r.ttft:.3g~P} ideal ({p.bound}-bound), {typical.ttft:.3g~P} typical ({p_typical.bound}-bound)   "
-            f"ITL {r.itl:.3g~P} ideal ({d.bound}-bound), {typical.itl:.3g~P} typical ({d_typical.bound}-bound)   "
-            f"request {typical.e2e:.3g~P} typical, {typical.decode_share.magnitude:.0%} of it decoding")
+    text = (f"TTFT {_time(r.ttft)} ideal ({p.bound}-bound), {_time(typical.ttft)} typical ({p_typical.bound}-bound)   "
+            f"ITL {_time(r.itl)} ideal ({d.bound}-bound), {_time(typical.itl)} typical ({d_typical.bound}-bound)   "
+            f"request {_time(typical.e2e)} typical, {typical.decode_share.magnitude:.0%} of it decoding")
     return text, {"prefill": p, "decode step": d}
 
 
@@ -347,6 +347,12 @@ def _show(figure: Figure) -> None:
     buffer = io.BytesIO()
     FigureCanvasAgg(figure).print_png(buffer)
     display(Image(data=buffer.getvalue(), format="png"))
+
+
+def _time(t) -> str:
+    """A time to three significant figures, in ms below a second and in s from one (5,780 ms -> '5.78 s')."""
+    seconds = t.m_as("s")
+    return f"{_three(seconds)} s" if seconds >= 1 else f"{_three(seconds * 1e3)} ms"
 
 
 def _three(x: float) -> str:
