@@ -496,7 +496,7 @@ def notebook_differences(old: dict, new: dict) -> list[str]:
     old_cells, new_cells = old.get("cells", []), new.get("cells", [])
     if len(old_cells) != len(new_cells):
         found.append(f"{len(old_cells)} cells became {len(new_cells)}")
-    for index, (a, b) in enumerate(zip(old_cells, new_cells)):
+    for index, a, b in _paired_cells(old_cells, new_cells, found):
         where = f"cell {index} ({b.get('id', '?')})"
         for key in sorted((set(a) | set(b)) - {"outputs", "source"}):
             if a.get(key) != b.get(key):
@@ -512,6 +512,22 @@ def notebook_differences(old: dict, new: dict) -> list[str]:
         for number, (x, y) in enumerate(zip(outputs_a, outputs_b)):
             found += [f"{where}, output {number}: {d}" for d in _output_differences(x, y)]
     return found
+
+
+def _paired_cells(old_cells: list[dict], new_cells: list[dict], found: list[str]) -> list[tuple[int, dict, dict]]:
+    """(index in the new notebook, old cell, new cell) for each cell both notebooks hold, paired by id where every
+    cell has a unique one, so that one inserted cell reads as one change, not as every later cell changed; cells
+    added, removed or moved are noted in ``found``.  Without unique ids, cells pair by position."""
+    old_ids, new_ids = [c.get("id") for c in old_cells], [c.get("id") for c in new_cells]
+    unique = all(old_ids) and all(new_ids) and len(set(old_ids)) == len(old_ids) and len(set(new_ids)) == len(new_ids)
+    if not unique:
+        return [(index, a, b) for index, (a, b) in enumerate(zip(old_cells, new_cells))]
+    by_id, kept = dict(zip(old_ids, old_cells)), set(new_ids)
+    found += [f"cell {index} ({cell_id}) added" for index, cell_id in enumerate(new_ids) if cell_id not in by_id]
+    found += [f"cell ({cell_id}) removed" for cell_id in old_ids if cell_id not in kept]
+    if [i for i in old_ids if i in kept] != [i for i in new_ids if i in by_id]:
+        found.append("cells moved")
+    return [(index, by_id[cell_id], b) for index, (cell_id, b) in enumerate(zip(new_ids, new_cells)) if cell_id in by_id]
 
 
 def _output_differences(old: dict, new: dict) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 from .grading import cells
@@ -21,6 +22,13 @@ from .grading import nbgrader_run
 from .grading.nbgrader_run import environment, read_notebook
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _derived(cell) -> list[str]:
+    """The "What you derived" texts a passing check displayed in ``cell`` (Markdown, as written)."""
+    texts = ["".join(o.get("data", {}).get("text/markdown", "")) for o in cell.get("outputs", [])
+             if o.get("output_type") == "display_data"]
+    return [t for t in texts if t.startswith("**What you derived.**")]
 
 
 def _tests(notebook) -> list:
@@ -104,6 +112,8 @@ def check(path: Path, hidden: bool = False, timeout: int = 30, out=sys.stdout) -
         else:
             earned += points
             print(f"  ok   {meta['grade_id']:34} {points:g}/{points:g}", file=out)
+            for derived in _derived(cell):  # in JupyterLab it shows under the cell; here, under its line
+                print(textwrap.indent(textwrap.fill(derived, 110), "       "), file=out)
     print(f"\n{path.name}: {earned:g}/{possible:g} points on the tests run here", file=out)
     if skipped:
         hidden_points = sum(p for _, p in skipped)

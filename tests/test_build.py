@@ -124,6 +124,20 @@ def test_another_colour_or_other_data_is_a_change(figure, changed):
     assert len(found) == 1 and "image/png" in found[0] and ("pixels differ" in found[0] or "size" in found[0])
 
 
+def test_cells_pair_by_id_so_one_insertion_is_one_change():
+    """A cell inserted in the middle is one addition, not every later cell changed; a removal and a move are named."""
+    def notebook(ids):
+        return {"cells": [{"cell_type": "markdown", "id": i, "metadata": {}, "source": f"text of {i}"} for i in ids],
+                "metadata": {}}
+    assert notebook_differences(notebook("abcd"), notebook("abxcd")) == ["4 cells became 5", "cell 2 (x) added"]
+    assert notebook_differences(notebook("abcd"), notebook("abd")) == ["4 cells became 3", "cell (c) removed"]
+    assert notebook_differences(notebook("abcd"), notebook("abdc")) == ["cells moved"]
+    edited = notebook("abxcd")
+    edited["cells"][3]["source"] = "new text"
+    assert notebook_differences(notebook("abcd"), edited) == ["4 cells became 5", "cell 2 (x) added",
+                                                              "cell 3 (c): source differs"]
+
+
 def test_text_metadata_and_source_are_compared_exactly():
     solutions = read_notebook(FIGURES)
     printed = next(i for i, c in enumerate(solutions["cells"]) if any(o.get("name") == "stdout" for o in c.get("outputs", [])))

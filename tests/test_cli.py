@@ -93,3 +93,15 @@ def test_a_course_folder_other_than_the_checkout(tmp_path):
     (tmp_path / "source").mkdir()
     listed = _course_in(tmp_path, "export", tmp_path / "nowhere")
     assert f"course folder: {tmp_path} (the current directory)" in listed.stderr
+
+
+def test_course_check_prints_what_a_passing_check_derived():
+    """`course check` runs in a terminal, where a check's rendered "What you derived" box would be lost: the text
+    is taken from the cell's display output, and only that box (not other Markdown or printed text)."""
+    from course.selfcheck import _derived
+
+    cell = {"outputs": [{"output_type": "stream", "name": "stdout", "text": "3 cases right.\n"},
+                        {"output_type": "display_data", "data": {"text/markdown": "**What you derived.** $b + s/g$"}},
+                        {"output_type": "display_data", "data": {"text/markdown": "a table"}}]}
+    assert _derived(cell) == ["**What you derived.** $b + s/g$"]
+    assert _derived({"outputs": []}) == []
