@@ -237,6 +237,15 @@ def test_quantization_explorer_remarks_hold():
     assert ideal[0] == ideal[1] and typical[1] > typical[0]
 
 
+def test_quantization_seventy_billion_does_not_fit_an_h100():
+    """03's ex5_show says Llama-3-70B's FP16 weights do not fit an H100: 70.6e9 weights x 2 B = 141 GB against the
+    79.1 GiB (84.9 GB) a process gets of the H100's 80 GB."""
+    shown = text(next(c for c in cells(SOURCE, "03_quantization") if c["id"] == "ex5_show"))
+    assert "141 GB of FP16 weights do not fit an H100" in shown
+    assert 140e9 < rl.model("Llama-3-70B").total_params * 2 < 142e9 > 79.2 * 2**30
+    assert not rl.memory_budget("Llama-3-70B", "H100", 1).fits
+
+
 def test_quantization_cheapest_story_holds():
     """03's text after Exercise 6 tells a story of four verdicts: at the ideal the T4 with INT4 weights at both loads,
     at typical the L4 with INT4 alone and the A100 in FP16 at 16 conversations; and INT4 slows a long prefill at
