@@ -527,7 +527,8 @@ def _paired_cells(old_cells: list[dict], new_cells: list[dict], found: list[str]
     found += [f"cell ({cell_id}) removed" for cell_id in old_ids if cell_id not in kept]
     if [i for i in old_ids if i in kept] != [i for i in new_ids if i in by_id]:
         found.append("cells moved")
-    return [(index, by_id[cell_id], b) for index, (cell_id, b) in enumerate(zip(new_ids, new_cells)) if cell_id in by_id]
+    return [(index, by_id[cell_id], b) for index, (cell_id, b) in enumerate(zip(new_ids, new_cells))
+            if cell_id in by_id]
 
 
 def _output_differences(old: dict, new: dict) -> list[str]:

@@ -517,7 +517,8 @@ def _prefill_waits_on(ref):
         compute = (cost.flops / h100.peak_flops("fp16")).to("ms")
         memory = (cost.bytes / h100.memory_bandwidth).to("ms")
         lines.append(f"{prompt_len:,} tokens: the FLOPs take {compute.m_as('ms'):.2g} ms at the FP16 peak, moving "
-                     f"its bytes (nearly all of them weights; the prompt's cache writes make the rest) {memory.m_as('ms'):.2g} ms")
+                     "its bytes (nearly all of them weights; the prompt's cache writes make the rest) "
+                     f"{memory.m_as('ms'):.2g} ms")
     return (f"{'; '.join(lines)} (Llama-3-8B, H100, ideal, the library's careful count). A prefill does about "
             "2 x parameters FLOPs per prompt token but reads the weights once, so a long prompt waits on the math, "
             "which INT4 weights leave in FP16, and a short one on the bytes, which INT4 shrinks: Exercise 3's "
