@@ -164,18 +164,20 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              "batch * context_len * kv_bytes_per_token(model, precision) / 2)"),
         ],
         "raises": [
-            ("ex3_attention", "    return model.active_non_embedding_params / (model.layers * model.attention_width)",
-             "    return model.active_non_embedding_params / 0 / (model.layers * model.attention_width)"),
+            ("moe_experts", "    missed_by_one_token = 1 - experts_per_token / experts",
+             "    missed_by_one_token = 1 - experts_per_token / 0"),
         ],
         "infinite_loop": [
-            ("ex6_spec", "def spec_to_buy(", "while True:  # a loop left running\n    pass\n\n\ndef spec_to_buy("),
+            ("ex2_operations", "def attention_intensity(",
+             "while True:  # a loop left running\n    pass\n\n\ndef attention_intensity("),
         ],
         "kills_kernel": [
-            ("ex4_phase", "def first_longer_prefill(", "import os\nos._exit(1)\n\n\ndef first_longer_prefill("),
+            ("ex1_batch", "def compute_bound_batch(", "import os\nos._exit(1)\n\n\ndef compute_bound_batch("),
         ],
         "warning": [
-            ("ex3_attention", "    n = np.asarray(prompt_len, dtype=float)",
-             "    import warnings\n    warnings.warn('sliding windows are ignored')\n    n = np.asarray(prompt_len, dtype=float)"),
+            ("ex1_batch", "    memory_time = weights / device.memory_bandwidth",
+             "    import warnings\n    warnings.warn('the embedding table is counted as read')\n"
+             "    memory_time = weights / device.memory_bandwidth"),
         ],
         "hard_coded": [
             ("ex1_batch", None, 'def compute_bound_batch(model, device, precision="fp16"):\n'
@@ -194,16 +196,36 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return Q_({1: 25.2356, 8: 83.8517}.get(batch, 46.4412), "GB")\n\n\n'
              'def moe_compute_bound_batch(model, device, precision="fp16"):\n'
              '    return 825 if precision == "fp16" else 1182'),
-            ("ex3_attention", None, 'def attention_share(model, prompt_len):\n'
+        ],
+    },
+    "04b_long_prompts": {
+        # Its answers compare the library's own times and shapes: no unit to slip (the unit students get the
+        # reference answers here).
+        "raises": [
+            ("ex1_attention", "    return model.active_non_embedding_params / (model.layers * model.attention_width)",
+             "    return model.active_non_embedding_params / 0 / (model.layers * model.attention_width)"),
+        ],
+        "infinite_loop": [
+            ("ex3_spec", "def spec_to_buy(", "while True:  # a loop left running\n    pass\n\n\ndef spec_to_buy("),
+        ],
+        "kills_kernel": [
+            ("ex2_phase", "def first_longer_prefill(", "import os\nos._exit(1)\n\n\ndef first_longer_prefill("),
+        ],
+        "warning": [
+            ("ex1_attention", "    n = np.asarray(prompt_len, dtype=float)",
+             "    import warnings\n    warnings.warn('sliding windows are ignored')\n    n = np.asarray(prompt_len, dtype=float)"),
+        ],
+        "hard_coded": [
+            ("ex1_attention", None, 'def attention_share(model, prompt_len):\n'
              '    if model.name == "Mixtral-8x7B":\n'
              '        return np.array([1.6607e-04, 0.040812, 0.25395])\n'
              '    return np.array([7.3725e-05, 0.036198, 0.37537])\n\n\n'
              'def attention_half_len(model):\n    return 96266.0 if model.name == "Mixtral-8x7B" else 53250.0'),
-            ("ex4_phase", None, 'def first_longer_prefill(model, device, output_len, prompt_lens):\n'
+            ("ex2_phase", None, 'def first_longer_prefill(model, device, output_len, prompt_lens):\n'
              '    return 17408 if output_len == 64 else None\n\n\n'
              'def exact_longer_prefill(model, device, output_len, lo, hi):\n'
              '    return 17363 if output_len == 64 else 58360'),
-            ("ex6_spec", None, 'def spec_to_buy(model, device, prompt_len, output_len, batch, efficiency="typical"):\n'
+            ("ex3_spec", None, 'def spec_to_buy(model, device, prompt_len, output_len, batch, efficiency="typical"):\n'
              '    return "peak FLOP/s" if batch == 64 else "memory bandwidth"'),
         ],
     },

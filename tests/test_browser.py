@@ -26,7 +26,8 @@ from course.grading.nbgrader_run import SOLUTIONS
 pytestmark = pytest.mark.slow
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-NOTEBOOKS = ["01_two_phases", "02_kv_cache", "03_quantization", "04_crossover", "05_under_load", "06_cost", "07_tail"]
+NOTEBOOKS = ["01_two_phases", "02_kv_cache", "03_quantization", "04_crossover", "04b_long_prompts", "05_under_load",
+             "06_cost", "07_tail"]
 
 
 def _missing() -> str | None:

@@ -28,7 +28,7 @@ from course.grading.kernels import kernel_config  # noqa: E402
 from course.grading.nbgrader_run import RELEASE, ROOT, SOLUTIONS, read_notebook, write_notebook  # noqa: E402
 from rooflab import plots  # noqa: E402
 
-FIGURES = SOLUTIONS / "04_crossover" / "04_crossover.ipynb"  # a solutions notebook with figures
+FIGURES = SOLUTIONS / "04b_long_prompts" / "04b_long_prompts.ipynb"  # a solutions notebook with figures
 
 
 def _snapshot():

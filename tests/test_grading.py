@@ -1,4 +1,4 @@
-"""The grading pipeline end to end on the simulated class (eight assignments, sixteen students).
+"""The grading pipeline end to end on the simulated class (nine assignments, sixteen students).
 
 Expected scores are derived from which test cells each student's fault breaks.
 
@@ -13,9 +13,10 @@ batching_gain [1+2]; kv_equals_weights_batch [1+2]; max_throughput [1+2].
 03_quantization (25 autograded, 6 visible): bits and bytes [1+3]; decode_speedup [1+4]; ttft_speedup [1+2];
 w8a8_prefill_speedup [1+2]; extra_sequences [1+4]; cheapest_config [1+4].
 
-04_crossover (30 autograded, 6 visible): compute_bound_batch [1+4]; attention_intensity and decode_parts [1+5];
-moe_decode (experts read, body bytes, compute-bound batch) [1+5]; attention share [1+3]; prefill against answer
-[1+4]; spec_to_buy [1+3].
+04_crossover (20 autograded, 3 visible, no written answer): compute_bound_batch [1+5]; attention_intensity and
+decode_parts [1+6]; moe_decode (experts read, body bytes, compute-bound batch) [1+6].
+04b_long_prompts (20 autograded, 3 visible; the written answer 10): attention share [1+5]; prefill against answer
+[1+6]; spec_to_buy [1+6].  Its answers handle no units of their own: the three unit students get the reference.
 
 05_under_load (30 autograded, 7 of them in visible tests, no written answer; its predictions are recorded, not
 graded): step_time and tokens_per_second [1+3]; engine_state [2+7]; frontier_curve and bend_batch [2+6];
@@ -45,7 +46,7 @@ from tests.conftest import BARE
 pytestmark = pytest.mark.slow
 
 A, B, C, D, E, F = "01_two_phases", "02_kv_cache", "03_quantization", "04_crossover", "05_under_load", "07_tail"
-G, H = "08_measure", "06_cost"
+G, H, I = "08_measure", "06_cost", "04b_long_prompts"
 # 01_two_phases: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_A = {
     # (student, assignment): (score, status, manual points pending)
@@ -166,23 +167,40 @@ EXPECTED_C = {
 # 04_crossover: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_D = {
     ("mallory", D): (0, "graded", 0),
-    # 04: 30 autograded points, the written answer (10) waits for the instructor.
-    ("ada", D): (30, "graded", 10), ("blaise", D): (0, "graded", 0),
-    # the first three of its six answer cells ((6 + 1) // 2): compute_bound_batch, with caches, MoE: 5 + 6 + 6
-    ("cora", D): (17, "graded", 0),
-    # ms for s in decode_parts' roofline: every part 1000 times too long, both of its tests [1+5]: 30 - 6
-    ("dmitri", D): (24, "graded", 10),
+    # 04: 20 autograded points and no written answer, so nothing waits for the instructor.
+    ("ada", D): (20, "graded", 0), ("blaise", D): (0, "graded", 0),
+    # the first two of its three answer cells ((3 + 1) // 2): compute_bound_batch and with caches: 6 + 7
+    ("cora", D): (13, "graded", 0),
+    # ms for s in decode_parts' roofline: every part 1000 times too long, both of its tests [1+6]: 20 - 7
+    ("dmitri", D): (13, "graded", 0),
     # GB for GiB in the weights of compute_bound_batch: off by 1.074 on Llama-3-70B at FP8 on the H200 (194.9 against
-    # 209.3, and 207 for the careful count), visible, and on the hidden cases: both of its tests [1+4]: 30 - 5
-    ("edsger", D): (25, "graded", 10),
-    ("frances", D): (24, "graded", 10),  # half the cache bytes in decode_parts' attention: exercise 2 [1+5]: 30 - 6
-    ("grace", D): (26, "graded", 10),  # attention_half_len divides by zero: exercise 4's tests [1+3]: 30 - 4
-    ("hedy", D): (26, "graded", 10),  # the loop stops spec_to_buy being defined [1+3]: 30 - 4
-    ("ivan", D): (30, "graded", 10), ("joan", D): (30, "graded", 10), ("linus", D): (30, "graded", 10),
-    ("niklaus", D): (30, "graded", 10),
+    # 209.3, and 207 for the careful count), visible, and on the hidden cases: both of its tests [1+5]: 20 - 6
+    ("edsger", D): (14, "graded", 0),
+    ("frances", D): (13, "graded", 0),  # half the cache bytes in decode_parts' attention: exercise 2 [1+6]: 20 - 7
+    ("grace", D): (13, "graded", 0),  # experts_read divides by zero: exercise 3's tests [1+6]: 20 - 7
+    ("hedy", D): (13, "graded", 0),  # the loop stops attention_intensity and decode_parts being defined [1+6]
+    ("ivan", D): (20, "graded", 0), ("joan", D): (20, "graded", 0), ("linus", D): (20, "graded", 0),
+    ("niklaus", D): (20, "graded", 0),
     ("katherine", D): (0, "ungradable", 0),
-    ("olga", D): (25, "graded", 10),  # os._exit in first_longer_prefill's cell: both of its tests [1+4]
-    ("margaret", D): (6, "graded", 10),  # the six visible tests, 1 point each
+    ("olga", D): (14, "graded", 0),  # os._exit in compute_bound_batch's cell: both of its tests [1+5]: 20 - 6
+    ("margaret", D): (3, "graded", 0),  # the three visible tests, 1 point each
+}
+# 04b_long_prompts: (student, assignment): (score, status, manual points pending), with the arithmetic.
+EXPECTED_I = {
+    ("mallory", I): (0, "graded", 0),
+    # 20 autograded points, the written answer (10) waits for the instructor.
+    ("ada", I): (20, "graded", 10), ("blaise", I): (0, "graded", 0),
+    # the first two of its three answer cells: attention share and the prefill against the answer: 6 + 7
+    ("cora", I): (13, "graded", 0),
+    # no unit of its own to slip: the ms-for-s, GB-for-GiB and K-and-V students hand in the reference here
+    ("dmitri", I): (20, "graded", 10), ("edsger", I): (20, "graded", 10), ("frances", I): (20, "graded", 10),
+    ("grace", I): (14, "graded", 10),  # attention_half_len divides by zero: exercise 1's tests [1+5]: 20 - 6
+    ("hedy", I): (13, "graded", 10),  # the loop stops spec_to_buy being defined [1+6]: 20 - 7
+    ("ivan", I): (20, "graded", 10), ("joan", I): (20, "graded", 10), ("linus", I): (20, "graded", 10),
+    ("niklaus", I): (20, "graded", 10),
+    ("katherine", I): (0, "ungradable", 0),
+    ("olga", I): (13, "graded", 10),  # os._exit in first_longer_prefill's cell: both of its tests [1+6]: 20 - 7
+    ("margaret", I): (3, "graded", 10),  # the three visible tests, 1 point each
 }
 # 05_under_load: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_E = {
@@ -293,13 +311,14 @@ EXPECTED_G = {
     # raises, so the own-utilisation tests fail [0]: 4 + 6
     ("margaret", G): (10, "graded", 5),
 }
-EXPECTED = {**EXPECTED_A, **EXPECTED_B, **EXPECTED_C, **EXPECTED_D, **EXPECTED_E, **EXPECTED_H, **EXPECTED_F,
-            **EXPECTED_G}
+EXPECTED = {**EXPECTED_A, **EXPECTED_B, **EXPECTED_C, **EXPECTED_D, **EXPECTED_I, **EXPECTED_E, **EXPECTED_H,
+            **EXPECTED_F, **EXPECTED_G}
 MAXIMA = {
     A: 40,
     B: 30,
     C: 25,
-    D: 30,
+    D: 20,
+    I: 20,
     E: 30,
     H: 30,
     F: 30,
@@ -309,7 +328,8 @@ GRADED_CELLS = {  # graded cells of each assignment (test cells and written answ
     A: 18,
     B: 16,
     C: 12,
-    D: 12,  # 6 visible and 6 hidden test cells and the written answer, one fewer as for the others
+    D: 6,  # 3 visible and 3 hidden test cells, no written answer
+    I: 6,  # 3 visible and 3 hidden test cells and the written answer, one fewer as for the others
     E: 8,  # no written answer: 4 visible and 4 hidden test cells
     H: 8,  # 4 visible and 4 hidden test cells and the written answer, one fewer as for the others
     F: 8,  # 4 visible and 4 hidden test cells and the written answer, one fewer (9 -> 8), as for 01-05
@@ -332,16 +352,16 @@ def test_every_student_gets_the_grade_the_design_implies(graded):
 @pytest.mark.exhaustive
 def test_reference_full_marks_and_blank_zero_on_every_cell(graded):
     _, rows = graded
-    for assignment in (A, B, C, D, E, H, F, G):
+    for assignment in (A, B, C, D, I, E, H, F, G):
         assert all(score == top for score, top in rows["ada", assignment].cells.values())
         assert all(score == 0 for score, _ in rows["blaise", assignment].cells.values())
-    assert {a: len(rows["blaise", a].cells) for a in (A, B, C, D, E, H, F, G)} == GRADED_CELLS
+    assert {a: len(rows["blaise", a].cells) for a in (A, B, C, D, I, E, H, F, G)} == GRADED_CELLS
 
 
 @pytest.mark.exhaustive
 def test_reasons_are_recorded(graded):
     _, rows = graded
-    for assignment in (A, B, C, D, E, H, F, G):
+    for assignment in (A, B, C, D, I, E, H, F, G):
         assert "not valid JSON" in rows["katherine", assignment].reason
         assert any("did not finish" in f or "stopped its kernel" in f for f in rows["olga", assignment].flags)
         assert any("input_transformers_post" in f for f in rows["mallory", assignment].flags)

@@ -4,7 +4,7 @@ They follow the per-operation model of :mod:`rooflab.serving` and say which
 operation crosses: a decode step's weight matmuls (the ``body``) turn
 compute-bound at a batch that hardly depends on the context, while attention
 over the cache stays memory-bound.  The formulas are in docs/formulas.md
-(assignment 4 derives them).  Each search stays inside the model's context.  The
+(assignments 4 and 4b derive them).  Each search stays inside the model's context.  The
 functions return a plain number (``math.inf`` when nothing crosses); with
 ``detail=True`` they return a :class:`Crossing` that also names the operation
 and says whether the configuration there fits in memory.

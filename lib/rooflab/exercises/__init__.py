@@ -12,7 +12,8 @@ cases are not here: they sit in the instructor's hidden test cells
 Predictions and questions that are revealed, not graded, are :class:`Question` s.
 
 One module per assignment registers its exercises: :mod:`.two_phases`,
-:mod:`.kv_cache`, :mod:`.quantization`, :mod:`.crossover`, :mod:`.under_load`, :mod:`.cost`, :mod:`.tail`,
+:mod:`.kv_cache`, :mod:`.quantization`, :mod:`.crossover`, :mod:`.long_prompts`,
+:mod:`.under_load`, :mod:`.cost`, :mod:`.tail`,
 :mod:`.measure`.
 """
 
@@ -31,6 +32,7 @@ ASSIGNMENTS = {
     "02_kv_cache": "kv_cache",
     "03_quantization": "quantization",
     "04_crossover": "crossover",
+    "04b_long_prompts": "long_prompts",
     "05_under_load": "under_load",
     "06_cost": "cost",
     "07_tail": "tail",
@@ -58,9 +60,9 @@ DERIVED = {
         "precision.Precision.bits_per_weight", "precision.Precision.bytes_per_weight",
         "precision.Precision.embedding_bits_per_weight", "precision.Precision.embedding_bytes_per_weight",
     ),
-    "04_crossover": (
-        "operations.expected_experts", "crossover.attention_share", "crossover.attention_crossover_len",
-        "crossover.balanced_output_len", "crossover.decode_compute_bound_batch",
+    "04_crossover": ("operations.expected_experts", "crossover.decode_compute_bound_batch"),
+    "04b_long_prompts": (
+        "crossover.attention_share", "crossover.attention_crossover_len", "crossover.balanced_output_len",
         "crossover.prefill_compute_bound_len", "crossover.ttft_exceeds_decode_len",
     ),
     # 05 derives the steady state, the frontier and the SLA search from 01's step and prefill costs and 02's memory

@@ -1,0 +1,164 @@
+"""Assignment 4b, crossovers in the prefill: its exercises and the explorer's question.
+
+Each visible case is chosen for the mistakes it catches (noted beside it);
+``tests/test_exercises.py`` feeds every listed mistake to prove it fails.
+Hidden cases live in the instructor's hidden test cells, never here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..check import _fail, choice, number
+from . import exercise, question
+from .two_phases import TOTAL_FOR_ACTIVE
+
+A = "04b_long_prompts"
+
+
+def _whole(answer, expected, call: str) -> None:
+    """Check a whole number found by a search (tokens, a batch): exactly right, or say by how much it is off."""
+    __tracebackhide__ = True
+    if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (int, float, np.integer, np.floating)):
+        _fail(f"{call} should be a whole number, got {type(answer).__name__} {answer!r}.")
+    if answer == expected:
+        return
+    if abs(answer - expected) <= 2:
+        _fail(f"{call} = {answer:,}, expected {expected:,}: {abs(answer - expected):g} "
+              f"{'too many' if answer > expected else 'too few'}. Look at the ends of the search: the first length "
+              "that crosses (> or >=), where the search starts and stops, and the output_len - 1 decode steps.",
+              "off by one")
+    _fail(f"{call} = {answer:,}, expected {expected:,}.")
+
+
+# -- Exercise 1: attention's share of the prefill ----------------------------------------------------------------
+
+@exercise("attention_share", A, derive=True, derived=r"""
+$2LAN^2 = 2PN$ gives $N = P / (LA)$: the active non-embedding parameters over the attention width summed over the
+layers. For Llama-3.1-8B, 6.98 B / (32 x 4,096) = 53,250 tokens: beyond Llama-3-8B's 8,192-token context, well
+within Llama-3.1-8B's 131,072. For Mixtral $P$ is its 12.6 B active parameters, not 46.4 B: about 96,000 tokens,
+beyond its 32,768-token context, so attention never takes half of its prefill.
+""", visible=[
+    # 4 tokens, where the last token's logits are 2% of the FLOPs (leaving them out shows), 2,000 (3.6%: full,
+    # non-causal attention doubles it) and 32,000 (37.5%: counting the embedding table and head in P shows); the
+    # half-way length catches a full attention matrix (half of it) and a missing factor of layers
+    ("Llama-3.1-8B", (4, 2000, 32000)),
+    # a mixture of experts: P is the active parameters (a token passes through 2 of 8 experts), so every
+    # parameter in P (all 46.4 B) makes attention's share about 3.7 times too small at 4,096 tokens
+    ("Mixtral-8x7B", (16, 4096, 32768)),
+])
+def _attention_share(answers, case, ref, rl):
+    __tracebackhide__ = True
+    attention_share, attention_half_len = answers
+    name, lengths = case
+    lengths = np.array(lengths)
+    shares = attention_share(rl.model(name), lengths)
+    call = f"attention_share({name}, np.array({[int(n) for n in lengths]}))"
+    if np.shape(shares) != lengths.shape:
+        _fail(f"{call} should give one share per length, an array of shape {lengths.shape}; got {shares!r}. Write "
+              "it as one array expression (np.asarray(prompt_len, dtype=float)), without a loop or if.")
+    m = ref.model(name)
+    every_expert = None
+    if m.is_moe:  # P taken as every parameter outside the embedding table and head, not the active ones
+        n = lengths.astype(float)
+        attention = 2 * m.layers * m.attention_width * n**2
+        every_expert = {TOTAL_FOR_ACTIVE: attention / (attention + 2 * m.non_embedding_params * n
+                                                       + 2 * m.d_model * m.vocab)}
+    number(np.asarray(shares, dtype=float), ref.attention_share(name, lengths), call, rel=0.005,
+           also_wrong=every_expert)
+    number(attention_half_len(rl.model(name)), ref.attention_crossover_len(name), f"attention_half_len({name})",
+           rel=0.005)
+
+
+# -- Exercise 2: the prompt whose prefill outlasts the answer ----------------------------------------------------
+
+def _grid(kind: str, top: int) -> np.ndarray:
+    """The prompt lengths searched: every 128 tokens up to 32,768 (or the context), or 50 spaced geometrically."""
+    if kind == "every 128":
+        return np.arange(128, min(32769, top + 1), 128)
+    if kind == "50 geometric":
+        return np.geomspace(16, top, 50).astype(int)
+    raise ValueError(f"unknown grid {kind!r}: 'every 128' or '50 geometric'")
+
+
+@exercise("longer_prefill", A, visible=[
+    # a 64-token answer on the H100: crosses at 17,363 tokens, so taking the index before the first crossing, the
+    # decode of output_len steps (not output_len - 1) or TTFT against one step (ITL) all miss it
+    ("Llama-3.1-8B", "H100", 64, "every 128"),
+    # a 256-token answer on the H100 crosses beyond 32,768 tokens: no grid point does (None, not the first one,
+    # which is what np.argmax of all-False gives), while the bisection still finds it within the context
+    ("Llama-3.1-8B", "H100", 256, "every 128"),
+])
+def _longer_prefill(answers, case, ref, rl):
+    __tracebackhide__ = True
+    first_longer_prefill, exact_longer_prefill = answers
+    name, device, output_len, kind = case[:4]
+    top = ref.model(name).max_context - output_len + 1
+    hi = case[4] if len(case) > 4 else top
+    exact = ref.ttft_exceeds_decode_len(name, device, output_len)
+    grid = _grid(kind, top)
+    found = first_longer_prefill(rl.model(name), rl.hardware(device), output_len, grid)
+    call = f"first_longer_prefill({name}, {device}, {output_len}, the {kind} grid)"
+    if exact > grid[-1]:
+        if found is not None:
+            _fail(f"{call} = {found!r}, but no prompt of the grid (up to {grid[-1]:,}) outlasts the answer: "
+                  "expected None.", "a crossing where there is none")
+    else:
+        _whole(found, int(grid[np.searchsorted(grid, exact)]), call)
+    answer = exact_longer_prefill(rl.model(name), rl.hardware(device), output_len, 1, hi)
+    call = f"exact_longer_prefill({name}, {device}, {output_len}, 1, {hi})"
+    if exact > hi:
+        if answer is not None:
+            _fail(f"{call} = {answer!r}, but no prompt up to {hi:,} tokens outlasts the answer: expected None.",
+                  "a crossing where there is none")
+    else:
+        _whole(answer, exact, call)
+
+
+# -- Exercise 3: which spec to buy, at the batch the service runs at ---------------------------------------------
+
+SPECS = {"peak FLOP/s": ("flops", "peak flops", "flop/s", "compute", "peak flop/s", "tflop/s"),
+         "memory bandwidth": ("bandwidth", "memory", "hbm bandwidth", "hbm")}
+
+
+@exercise("spec_to_buy", A, visible=[
+    # a summariser (4,000-token documents, 100-token summaries) alone on the H100: prefill 11% of the time. It
+    # catches TTFT held against one decode step instead of the whole answer, and "short answers mean FLOP/s"
+    ("Llama-3-8B", "H100", 4000, 100, 1, "typical"),
+    # the same summariser at the batch it is served at, 64: prefill 78% of the time, the answer flips. Deciding
+    # at batch 1, or prefilling one prompt while decoding 64 sequences, says memory bandwidth
+    ("Llama-3-8B", "H100", 4000, 100, 64, "typical"),
+    # a small model at batch 8 on the B200: prefill 64% at the ideal, 33% at 2023's static engines, where the
+    # fixed cost of each decode step weighs; deciding at the ideal, or per sequence (decode time / batch), shows
+    ("Gemma-2B", "B200", 4000, 50, 8, "typical-2023"),
+])
+def _spec_to_buy(answers, case, ref, rl):
+    __tracebackhide__ = True
+    (spec_to_buy,) = answers
+    name, device, prompt_len, output_len, batch, efficiency = case
+    r = ref.request(name, device, prompt_len, output_len, batch=batch, allow_overflow=True, efficiency=efficiency)
+    expected = "peak FLOP/s" if r.ttft > r.decode_time else "memory bandwidth"  # a tie counts for the decode
+    answer = spec_to_buy(rl.model(name), rl.hardware(device), prompt_len, output_len, batch, efficiency)
+    choice(answer, expected, f"spec_to_buy({name}, {device}, {prompt_len}, {output_len}, batch {batch}, "
+           f"{efficiency!r})", SPECS)
+
+
+# -- the explorer's question -------------------------------------------------------------------------------------
+
+MOVES = {"shorter": ("shorter prompts", "down", "lower", "smaller", "earlier", "fewer"),
+         "longer": ("longer prompts", "up", "higher", "larger", "later", "more"),
+         "the same": ("same", "unchanged", "no change", "stays", "it stays", "does not move")}
+
+
+@question("h200_crossing", A, "shorter", MOVES)
+def _h200_crossing(ref):
+    h100, h200 = (ref.ttft_exceeds_decode_len("Llama-3.1-8B", d, 64) for d in ("H100", "H200"))
+    ttft = [ref.prefill("Llama-3.1-8B", d, 16000).time.m_as("ms") for d in ("H100", "H200")]
+    itl = [ref.decode_step("Llama-3.1-8B", d, 16000).time.m_as("ms") for d in ("H100", "H200")]
+    ratio = ref.hardware("H200").memory_bandwidth / ref.hardware("H100").memory_bandwidth
+    return (f"The H200 has the H100's peak FLOP/s and {ratio.m_as(''):.2f} times its bandwidth. A long prompt's "
+            f"prefill is compute-bound, so it takes as long on both ({ttft[0]:.0f} ms on the H100, {ttft[1]:.0f} ms on "
+            f"the H200, at 16,000 tokens), while every decode step is memory-bound and shorter on the H200 "
+            f"({itl[0]:.2f} ms on the H100, {itl[1]:.2f} ms on the H200). With the answer cheaper and the prompt not, the prefill outlasts a 64-token answer "
+            f"from {h200:,} tokens on the H200 instead of {h100:,} on the H100: more workloads sit on the prefill "
+            "side of the crossover on a GPU with more bandwidth per FLOP/s.")
