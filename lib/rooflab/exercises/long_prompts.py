@@ -143,6 +143,30 @@ def _spec_to_buy(answers, case, ref, rl):
            f"{efficiency!r})", SPECS)
 
 
+def _summariser(ref, batch: int) -> str:
+    """What the summariser's prediction (4,000-token documents, 100-token summaries on the H100) turns on."""
+    ideal, typical = (ref.request("Llama-3-8B", "H100", 4000, 100, batch=batch, allow_overflow=True, efficiency=e)
+                      for e in ("ideal", "typical"))
+    spec = "peak FLOP/s" if typical.ttft > typical.decode_time else "memory bandwidth"
+    why = ("one prompt's prefill is a single pass at the flat roof, while each of the 99 decode steps reads every "
+           "weight for one token" if batch == 1 else
+           f"the {batch} prompts cost {batch} prefills, while the {batch} answers share each decode step's weight read")
+    return (f"At batch {batch} the prefill takes {typical.ttft.m_as('ms'):,.0f} ms and the decode of the answers "
+            f"{typical.decode_time.m_as('ms'):,.0f} ms at typical efficiency: the prefill is "
+            f"{typical.prefill_share.m_as(''):.0%} of the time ({ideal.prefill_share.m_as(''):.0%} at the ideal), so "
+            f"{spec} decides. Why: {why} (Llama-3-8B, H100).")
+
+
+@question("summariser_alone", A, "memory bandwidth", SPECS, revisited_in="The cell after Exercise 3's table")
+def _summariser_alone(ref):
+    return _summariser(ref, 1)
+
+
+@question("summariser_at_64", A, "peak FLOP/s", SPECS, revisited_in="The cell after Exercise 3's table")
+def _summariser_at_64(ref):
+    return _summariser(ref, 64)
+
+
 # -- the explorer's question -------------------------------------------------------------------------------------
 
 MOVES = {"shorter": ("shorter prompts", "down", "lower", "smaller", "earlier", "fewer"),
