@@ -16,6 +16,7 @@ import matplotlib
 import pytest
 
 from course.grading.nbgrader_run import SOURCE, assignments
+import rooflab as rl
 from rooflab import check, exercises
 from rooflab.check import MISTAKE_TAG
 
@@ -153,6 +154,21 @@ def test_questions_are_revealed_with_their_explanation():
             said = out.getvalue()
             assert ("the numbers agree" in said) == (option == question.answer), said
             assert len(said) > 80, f"{question.name}: the explanation is missing"
+
+
+def test_int4_reveal_quotes_the_students_count_beside_the_librarys():
+    """03's reveal quotes the speed-up the student's decode_speedup prints (round 11: it quoted only the library's
+    3.1x beside the student's 2.7x).  By hand, Llama-3-8B on the H100 at 2,000 tokens, batch 1, FP16 cache: the
+    FP16 step reads 16.06 GB of weights + 2,000 x 131,072 B of cache = 16.32 GB; INT4 g128 keeps the embedding table
+    and head (1.05 B values) in 16 bits and stores the 6.98 B body values at 4.125 bits: 3.60 + 2.10 + 0.26 =
+    5.96 GB.  Both memory-bound (16 GFLOP take 0.016 ms at 989 TFLOP/s), so the gain is 16.32 / 5.96 = 2.74."""
+    m = rl.model("Llama-3-8B")
+    cache = 2000 * 2 * m.layers * m.kv_heads * m.head_dim * 2
+    fp16 = m.non_embedding_params * 2 + m.embedding_and_head_params * 2 + cache
+    int4 = m.non_embedding_params * 4.125 / 8 + m.embedding_and_head_params * 2 + cache
+    said = exercises.get_question("int4_speeds_up").explain(rl)
+    assert f"{fp16 / int4:.2f}x" in said and 2.7 < fp16 / int4 < 2.8
+    assert "careful count says 3.1" in said  # the library's, named as such
 
 
 def test_a_profile_point_may_be_slowed_by_load_but_not_typed_in(monkeypatch):
