@@ -188,6 +188,13 @@ def test_under_load_quotes_the_library():
     s = rl.steady_state(llama, h100, 2000, 300, 64, efficiency="typical")
     assert f"batch  64: ITL {s.itl.m_as('ms'):5.1f} ms, {s.output_throughput.m_as('token/s'):6,.0f} tokens/s" in shown
     assert json.dumps(solved).count("image/png") >= 2  # the student's own frontier and the library's figure
+    # "by batch 100 it has most of the bend's throughput": over half of it, and still rising
+    source = " ".join(text(c) for c in cells(SOURCE, "05_under_load"))
+    assert "by batch 100 it has most of the bend's throughput" in " ".join(source.split())
+    at_bend = rl.steady_state(llama, "H200", 2000, 500, h200_bend, efficiency="typical").output_throughput
+    share = {b: (rl.steady_state(llama, "H200", 2000, 500, b, efficiency="typical").output_throughput / at_bend)
+             .m_as("") for b in (50, 100)}
+    assert share[100] > 0.5 and share[50] < share[100] < 1
     # Exercise 2 is derived by matching a simulated engine: the course's engine_state agrees with the simulation on
     # the ITL and the throughput (k = 32/499 prefills a step, counted over whole lifetimes), and the simulation's
     # wait for the iteration under way is longer than the model's half iteration (iterations carrying a prefill
