@@ -5,6 +5,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 
+import math  # noqa: E402
 import re  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -128,6 +129,34 @@ def test_crossover_explain_and_figure():
     assert "ttft" in fig.axes[1].get_legend_handles_labels()[1][0].lower()
     box = widgets.crossover_explorer()
     assert [c.description for row in box.children[:2] for c in row.children] == ["model", "GPU", "answer", "context"]
+
+
+def test_decode_explain_and_figure():
+    """04's explorer: the body's weight matmuls turn compute-bound where 2 B P / peak = (P + B d) 2 / bandwidth, so
+    B = ridge x P / (P - d x ridge): 295.3 x 6.9796e9 / (6.9796e9 - 4096 x 295.3) = 295.4, batch 296 (Llama-3-8B,
+    H100, FP16; the 4,096 of d_model is the embedding row each sequence reads); attention's intensity is fixed
+    (about 4 FLOP/B), below any ridge, so it never turns."""
+    llama, h100 = rl.model("Llama-3-8B"), rl.hardware("H100")
+    ridge = (h100.peak_flops("fp16") / h100.memory_bandwidth).m_as("FLOP/B")
+    p = llama.active_non_embedding_params
+    batch = math.ceil(ridge * p / (p - llama.d_model * ridge))
+    text = widgets.explain_decode("Llama-3-8B", "H100-SXM", "fp16", 1000)
+    assert batch == 296 and f"weight matmuls turn compute-bound from batch {batch}" in text
+    assert "attention over the cache stays memory-bound at every batch" in text
+    assert text.startswith("at the ideal roofline")
+    # Mixtral's experts on the H200: ridge x E / k = 206.1 x 4 = 824.5, batch 825, more 1,000-token caches than fit
+    moe = widgets.explain_decode("Mixtral-8x7B", "H200", "fp16", 1000)
+    assert "the experts (the last of its weight matmuls to turn) turn compute-bound from batch 825, more" in moe
+    # Llama-3-70B's 141 GB of FP16 weights are more than an H100 holds
+    assert "not even one sequence" in widgets.explain_decode("Llama-3-70B", "H100-SXM", "fp16", 1000)
+    fig = plots.decode_figure("Mixtral-8x7B", "H200", contexts=(1000,))
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert "experts compute, context 1,000" in labels and "experts memory, context 1,000" in labels
+    assert any(abs(line.get_xdata()[0] - 825) < 1e-9 for line in fig.axes[0].get_lines()
+               if len(line.get_xdata()) == 2)  # the marked crossing
+    box = widgets.decode_explorer()
+    assert [c.description for row in box.children[:2] for c in row.children] == ["model", "GPU", "precision",
+                                                                                   "context"]
 
 
 def test_load_explain_and_frontier_figure():

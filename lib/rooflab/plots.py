@@ -17,7 +17,7 @@ from .precision import Precision
 from .serving import Request, decode_step, memory_budget, prefill, request
 
 __all__ = ["roofline_figure", "phase_bars", "memory_figure", "batching_figure", "quantization_figure",
-           "crossover_figure", "frontier_figure", "gap_histogram", "measured_figure"]
+           "crossover_figure", "decode_figure", "frontier_figure", "gap_histogram", "measured_figure"]
 
 _COLOURS = {"compute": "#C44E52", "memory": "#4C72B0"}
 _GREY = "#AAAAAA"
@@ -226,7 +226,7 @@ def crossover_figure(model: Model | str, device: Hardware | str, output_lens=(64
     Configurations that do not fit in memory are grey and dotted.  Draws on ``figure`` (a
     matplotlib Figure of the caller's, as the explorer passes) or a new pyplot one.  Returns the Figure.
     """
-    from .crossover import attention_crossover_len, attention_share, decode_compute_bound_batch, ttft_exceeds_decode_len
+    from .crossover import attention_crossover_len, attention_share, ttft_exceeds_decode_len
 
     limit = _max_context(model)
     if figure is None:
@@ -266,33 +266,61 @@ def crossover_figure(model: Model | str, device: Hardware | str, output_lens=(64
     middle.set_ylabel("seconds")
     middle.legend(fontsize=8)
 
+    _decode_panel(right, model, device, contexts, max_batch_shown)
+    name = model if isinstance(model, str) else model.name
+    fig.suptitle(f"{name} on the {_hardware(device).name}: where the binding resource changes", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def _decode_panel(axis, model, device, contexts, max_batch_shown: int, precision="fp16") -> None:
+    """A decode step's operations against the batch at each context: the body's (or an MoE's experts') compute and
+    memory time, attention's time, and the batch where the weight matmuls turn compute-bound."""
+    from .crossover import decode_compute_bound_batch
+
+    limit = _max_context(model)
     batches = np.unique(np.geomspace(1, max_batch_shown, 120).round().astype(int))
     for context, style in zip(contexts, ("-", "--")):
         if context + 1 > limit:
             continue
-        step = decode_step(model, device, context, batches, allow_overflow=True)
-        body = step.parts["body"] if "body" in step.parts else step.parts["experts"]  # an MoE's experts
-        attention = step.parts["attention"]
-        _plot_fitting(right, batches, body.compute_time_si, step.fits, style, color=_COLOURS["compute"],
-                      label=f"body compute, context {context:,}")
-        _plot_fitting(right, batches, body.memory_time_si, step.fits, style, color=_COLOURS["memory"],
-                      label=f"body memory, context {context:,}")
-        _plot_fitting(right, batches, attention.time_si, step.fits, style, color="#55A868",
+        step = decode_step(model, device, context, batches, precision, allow_overflow=True)
+        part = "body" if "body" in step.parts else "experts"  # an MoE's experts: its last matmul to turn
+        body, attention = step.parts[part], step.parts["attention"]
+        _plot_fitting(axis, batches, body.compute_time_si, step.fits, style, color=_COLOURS["compute"],
+                      label=f"{part} compute, context {context:,}")
+        _plot_fitting(axis, batches, body.memory_time_si, step.fits, style, color=_COLOURS["memory"],
+                      label=f"{part} memory, context {context:,}")
+        _plot_fitting(axis, batches, attention.time_si, step.fits, style, color="#55A868",
                       label=f"attention (memory-bound), context {context:,}")
-        crossing = decode_compute_bound_batch(model, device, context, detail=True)
+        crossing = decode_compute_bound_batch(model, device, context, precision=precision, detail=True)
         if crossing.value <= batches[-1]:
-            right.axvline(crossing.value, color="grey", ls=style, lw=1)
+            axis.axvline(crossing.value, color="grey", ls=style, lw=1)
             note = "" if crossing.fits else " (does not fit)"
-            right.annotate(f"body compute-bound\nfrom batch {crossing.value:,.0f}{note}",
-                           (crossing.value, float(np.min(body.memory_time_si))), xytext=(3, 3),
-                           textcoords="offset points", fontsize=8)
-    right.set_xscale("log")
-    right.set_yscale("log")
-    right.set_xlabel("batch")
-    right.set_ylabel("time of each operation in a decode step, s")
-    right.legend(fontsize=7)
+            axis.annotate(f"{part} compute-bound\nfrom batch {crossing.value:,.0f}{note}",
+                          (crossing.value, float(np.min(body.memory_time_si))), xytext=(3, 3),
+                          textcoords="offset points", fontsize=8)
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("batch")
+    axis.set_ylabel("time of each operation in a decode step, s")
+    axis.legend(fontsize=7)
+
+
+def decode_figure(model: Model | str, device: Hardware | str, contexts=(0, 4000), precision="fp16",
+                  max_batch_shown: int = 2048, figure=None):
+    """One panel: a decode step's operations against the batch at ``contexts`` (the right panel of
+    :func:`crossover_figure`), at ``precision``, with the batch where the weight matmuls turn compute-bound marked.
+    Configurations that do not fit in memory are grey and dotted.  Draws on ``figure`` or a new pyplot one; returns
+    the Figure."""
+    if figure is None:
+        fig, axis = plt.subplots(figsize=(8, 4.5))
+    else:
+        fig = figure
+        axis = fig.subplots()
+    _decode_panel(axis, model, device, contexts, max_batch_shown, precision)
     name = model if isinstance(model, str) else model.name
-    fig.suptitle(f"{name} on the {_hardware(device).name}: where the binding resource changes", fontsize=11)
+    shown = precision.upper() if isinstance(precision, str) else str(precision)
+    fig.suptitle(f"{name} on the {_hardware(device).name} at {shown}: a decode step against the batch", fontsize=11)
     fig.tight_layout()
     return fig
 

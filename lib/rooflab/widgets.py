@@ -18,7 +18,7 @@ from .hardware import HARDWARE
 from .precision import Precision
 from .serving import DoesNotFit, decode_step, memory_budget, prefill, request
 
-__all__ = ["serving_explorer", "explain", "memory_explorer", "explain_memory", "precision_explorer",
+__all__ = ["serving_explorer", "explain", "decode_explorer", "explain_decode", "memory_explorer", "explain_memory", "precision_explorer",
            "crossover_explorer", "explain_crossovers", "load_explorer", "explain_load", "tail_explorer", "explain_tail",
            "tail_sweep"]
 
@@ -184,6 +184,54 @@ def crossover_explorer(devices: tuple[str, ...] = ("L4", "A100-80GB", "H100-SXM"
             _show(figure)
 
     return _explorer([[model, device], [output, context]], render)
+
+
+def explain_decode(model: str, device: str, precision: str, context_len: int) -> str:
+    """Where a decode step's operations turn compute-bound at ``context_len`` tokens, at the ideal roofline, in lines."""
+    from .crossover import decode_compute_bound_batch
+    from .models import model as _model
+
+    m, d = _model(model), HARDWARE[device]
+    try:
+        matmuls = decode_compute_bound_batch(model, device, context_len, precision=precision, detail=True)
+        attention = decode_compute_bound_batch(model, device, context_len, precision=precision, operation="attention")
+    except ValueError as error:  # a context the model lacks
+        return f"Not possible: {error}"
+    most = memory_budget(model, device, context_len, precision=precision).max_batch
+    which = "the experts (the last of its weight matmuls to turn)" if m.is_moe else "the body's weight matmuls"
+    lines = ["at the ideal roofline (a bound, not a typical figure):",
+             f"ridge point of the {d.name} at {precision}: {d.ridge_point(precision).m_as('FLOP/B'):,.0f} FLOP/B"]
+    if matmuls.value == math.inf:
+        lines.append(f"{which} turn compute-bound at no batch")
+    else:
+        lines.append(f"{which} turn compute-bound from batch {matmuls.value:,.0f}"
+                     + ("" if matmuls.fits else f", more sequences of {context_len:,} tokens than fit"))
+    lines.append("attention over the cache " + ("stays memory-bound at every batch" if attention == math.inf
+                                                else f"turns compute-bound from batch {attention:,.0f}"))
+    lines.append(f"at most {most:,} sequences of {context_len:,} tokens fit in the engine's memory" if most
+                 else f"not even one sequence of {context_len:,} tokens fits in memory at {precision}")
+    return "\n".join(lines)
+
+
+def decode_explorer(devices: tuple[str, ...] = ("L4", "A100-80GB", "H100-SXM", "H200", "B200", "MI300X")):
+    """Model, device, precision and context: a decode step's operations against the batch, and where they cross."""
+    from .models import MODELS
+
+    model = w.Dropdown(options=list(MODELS), value="Llama-3-8B", description="model")
+    device = w.Dropdown(options=[d for d in devices if d in HARDWARE], value="H100-SXM", description="GPU")
+    precision = w.Dropdown(options=["fp16", "fp8"], value="fp16", description="precision")
+    context = _length_slider("context", 1000, 16, 8192 - 1)
+
+    def render():
+        text = explain_decode(model.value, device.value, precision.value, context.value)
+        print(text)
+        if not text.startswith("Not possible"):
+            figure = Figure(figsize=(9, 4.5))
+            plots.decode_figure(model.value, device.value, contexts=(context.value,), precision=precision.value,
+                                figure=figure)
+            _show(figure)
+
+    return _explorer([[model, device, precision], [context]], render)
 
 
 def explain_load(model: str, device: str, precision: str, tp: int, prompt_len: int, output_len: int,
