@@ -185,6 +185,8 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
             ("ex2_operations", None, 'def attention_intensity(model, precision="fp16"):\n'
              '    return Q_(8.0 if precision == "fp8" else 4.0, "FLOP/B")\n\n\n'
              'def decode_parts(model, device, context_len, batch=1, precision="fp16"):\n'
+             '    if model.name == "Mixtral-8x7B":\n'
+             '        return {"body": Q_(19.35, "ms"), "attention": Q_(1.748, "ms"), "head": Q_(0.05461, "ms")}\n'
              '    if batch == 256:\n'
              '        return {"body": Q_(2.083, "ms"), "attention": Q_(10.02, "ms"), "head": Q_(0.1568, "ms")}\n'
              '    if batch == 64:\n'

@@ -1115,7 +1115,8 @@ def _decode_parts(s, kv_values=2, per_batch=True, body="non_embedding", head_bat
 
         per_value_ = per_value or s["BYTES_PER_VALUE"][precision]
         kv = Q_(kv_values * model.layers * model.kv_heads * model.head_dim * per_value_, "B")
-        weights = model.non_embedding_params if body == "non_embedding" else model.total_params
+        weights = {"non_embedding": model.non_embedding_params, "total": model.total_params,
+                   "active": model.active_non_embedding_params}[body]
         sequences = batch if per_batch else 1
         head_tokens = batch if head_batch else 1
         reads = batch if weights_per_sequence else 1
@@ -1261,8 +1262,11 @@ HINTS.update({
         "the FP16 peak with 8-bit weights": PRECISION_NOT_PASSED,
         "2 bytes a weight at any precision": PRECISION_NOT_PASSED,
         "the active parameters read, not every expert": "the active parameters read, not every expert",
+        "the head's FLOPs left out": "the head's FLOPs left out of a token's count",
     },
     "decode_parts": {  # 04's undictated derivation: every route gets the hint that names its term
+        "the active parameters read in the body (a mixture of experts)":
+            "the active parameters read, not every expert (a batch this large reads them all)",
         "every weight in the body (the embedding table and head too)":
             "every weight read in the body (the embedding table and head belong to other operations)",
         "the head's FLOPs for one token, not the batch": _FLOPS_OR_MEMORY,
@@ -1290,12 +1294,17 @@ HINTS.update({
             "min(E, k x B): as if no two tokens of the batch ever picked the same expert",
         "k x B experts (no overlap)": "k x B: every token's picks counted, the same expert more than once",
     },
-    "attention_share": {"every expert in P, not the active ones": TOTAL_FOR_ACTIVE},
+    "attention_share": {"every expert in P, not the active ones": TOTAL_FOR_ACTIVE,
+                        "logits left out": "the last token's logits left out of the total"},
 })
 
 MISTAKES.update({
     "compute_bound_batch": {
         "GB for GiB": lambda s: (_scaled(s["compute_bound_batch"], 1e9 / 2**30),),
+        # one token's FLOPs without the head's 2 d V: 7.5% off on Llama-3-8B, as near as the GiB ratio
+        "the head's FLOPs left out": lambda s: (lambda m, d, p="fp16": (
+            Q_(m.total_params * s["BYTES_PER_VALUE"][p], "B") / d.memory_bandwidth
+            / ((s["decode_flops"](m, 0) - Q_(2 * m.d_model * m.vocab, "FLOP")) / d.peak_flops(p))).m_as(""),),
         "FLOPs without the 2 of a multiply-add": lambda s: (_scaled(s["compute_bound_batch"], 2),),
         "parameters for bytes (one byte a weight)": lambda s: (
             lambda m, d, p="fp16": s["compute_bound_batch"](m, d, p) / s["BYTES_PER_VALUE"][p],),
@@ -1315,6 +1324,8 @@ MISTAKES.update({
         "the cache of one sequence, not the batch": lambda s: (s["attention_intensity"], _decode_parts(s, per_batch=False)),
         "every weight in the body (the embedding table and head too)": lambda s: (
             s["attention_intensity"], _decode_parts(s, body="total")),
+        "the active parameters read in the body (a mixture of experts)": lambda s: (
+            s["attention_intensity"], _decode_parts(s, body="active")),
         "the head's FLOPs for one token, not the batch": lambda s: (
             s["attention_intensity"], _decode_parts(s, head_batch=False)),
         "a memory-only roofline": lambda s: (s["attention_intensity"], _decode_parts(s, memory_only=True)),

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..check import PRECISION_NOT_PASSED, _fail, number, quantity
-from . import exercise
+from . import exercise, question
 
 A = "04_crossover"
 EXACT = 1e-3  # FLOP and byte counts are exact arithmetic: only rounding may differ
@@ -55,8 +55,13 @@ def _compute_bound_batch(answers, case, ref, rl):
         mistakes[PRECISION_NOT_PASSED] = 2
     if m.is_moe:  # reading only the active weights: one token's worth, not the batch's
         mistakes["the active parameters read, not every expert"] = m.total_params / m.active_params
+    # leaving the head's FLOPs out of a token's count moves Llama-3-8B's batch by 7.5%, as near the GiB ratio as
+    # 1.074: named by its value first, so the hint does not send the student hunting for a unit
+    body_flops = flops - ref.Q_(2 * m.d_model * m.vocab, "FLOP")
+    no_head = ((every_weight / d.memory_bandwidth) / (body_flops / d.peak_flops(precision))).m_as("")
     number(answer, simple, f"compute_bound_batch({name}, {device}, {precision!r})",
-           accept=(shipped, ref.decode_compute_bound_batch(name, device, precision=precision)), mistakes=mistakes)
+           accept=(shipped, ref.decode_compute_bound_batch(name, device, precision=precision)), mistakes=mistakes,
+           also_wrong={"the head's FLOPs left out of a token's count": no_head})
 
 
 # -- Exercise 2: a decode step's three operations ---------------------------------------------------------------
@@ -86,6 +91,10 @@ long context attention does, the step stays memory-bound, and the caches fill th
     # against the H100's FP8 ridge of 591) but would be compute-bound at the FP16 peak, so a precision not passed
     # on to the peak, the weights or the caches (2 bytes a value) shows in the body, the attention or both
     ("Llama-3-8B", "H100", 2000, 256, "fp8"),
+    # a mixture of experts at batch 64, memory-bound: a batch this large reads every expert, so the body's bytes
+    # are all 46.4 B non-embedding parameters while its FLOPs use the 12.6 B active ones; the active parameters
+    # read instead makes the body 3.7 times too short
+    ("Mixtral-8x7B", "H200", 1000, 64, "fp16"),
 ])
 def _decode_parts(answers, case, ref, rl):
     __tracebackhide__ = True
@@ -230,6 +239,9 @@ def _part_slips(ref, name, device, context, batch, precision) -> dict[str, dict]
     slips["body"]["every weight read in the body (the embedding table and head belong to other operations)"] = time(
         "body", b=m.total_params / m.non_embedding_params)
     slips["body"]["the weights read once per sequence (one read serves the whole batch)"] = time("body", b=batch)
+    if m.is_moe:
+        slips["body"]["the active parameters read, not every expert (a batch this large reads them all)"] = time(
+            "body", b=m.active_non_embedding_params / m.non_embedding_params)
     slips["head"]["the head read once per sequence (one read serves the whole batch)"] = time("head", b=batch)
     return {operation: _joined(named) for operation, named in slips.items()}
 
@@ -281,3 +293,36 @@ def _moe_crossing(ref, name, device, precision, lumped: bool = False) -> int:
         middle = (low + high) // 2
         low, high = (low, middle) if compute_bound(middle) else (middle + 1, high)
     return low
+
+
+# -- the predictions -----------------------------------------------------------------------------------------------
+
+MOVES = {"up": ("higher", "larger", "more", "it goes up", "doubles"),
+         "down": ("lower", "smaller", "fewer", "it goes down", "halves"),
+         "the same": ("same", "unchanged", "no change", "stays", "it stays", "does not move")}
+
+
+@question("fp8_batch_moves", A, "the same", MOVES, revisited_in="The cell after Exercise 1's check")
+def _fp8_batch_moves(ref):
+    h100 = ref.hardware("H100")
+    batches = {p: ref.decode_compute_bound_batch("Llama-3-8B", "H100", precision=p) for p in ("fp16", "fp8")}
+    ridges = {p: h100.ridge_point(p).m_as("FLOP/B") for p in ("fp16", "fp8")}
+    return (f"The H100's ridge point doubles from {ridges['fp16']:.0f} to {ridges['fp8']:.0f} FLOP/B at FP8, but each "
+            f"weight takes one byte instead of two, so a step reads half the bytes for the same FLOPs: the batch "
+            f"stays where it was, {batches['fp16']} at FP16 and {batches['fp8']} at FP8 (Llama-3-8B, the library's "
+            "body alone, ideal). FP8 makes each step about twice as fast on both sides of the line; it does not move the line.")
+
+
+EXPERTS_SEEN = {"about 2": ("2", "two", "k"), "about 4": ("4", "four", "half"),
+                "nearly all 8": ("8", "all 8", "all", "eight", "nearly 8", "all of them")}
+
+
+@question("experts_at_crossing", A, "nearly all 8", EXPERTS_SEEN, revisited_in="The cell after Exercise 3's check")
+def _experts_at_crossing(ref):
+    batch = ref.decode_compute_bound_batch("Mixtral-8x7B", "H200", operation="experts")
+    read = float(ref.serving.expected_experts(8, 2, batch))
+    missed = (1 - 2 / 8) ** batch
+    return (f"Mixtral's experts turn compute-bound on the H200 at batch {batch}. There a layer reads "
+            f"{read:.6f} of its 8 experts: the chance that no token of the batch picks a given expert is "
+            f"(6/8)^{batch}, about 10^{math.floor(math.log10(missed))}. Every expert is read long before the crossing "
+            "(7.2 already at batch 8), which is why the crossing is the dense one times E / k.")
