@@ -1560,6 +1560,7 @@ HINTS.update({
     "sequences_in_pool": {
         "tokens not rounded up to whole blocks": "tokens not rounded up to whole blocks",
         "a sequence's blocks rounded down": "tokens not rounded up to whole blocks",
+        "prompt + answer (the last token is never cached)": "off by one (the last answer token kept in the cache)",
     },
 })
 

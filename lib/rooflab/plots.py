@@ -136,19 +136,18 @@ def memory_figure(model: Model | str, device: Hardware | str, context_len: int, 
     capacity = budget.allocatable.m_as("GB")
     ax.axhline(budget.capacity_si / 1e9, color="black", lw=1, ls=":")
     ax.axhline(capacity, color="black", lw=1.5)
-    ax.annotate(f"{device.name}: {capacity:.1f} GB a process can allocate ({budget.capacity_si / 2**20:,.0f} MiB "
-                f"reported)",
-                (batches[len(batches) // 2], capacity), xytext=(0, 4), textcoords="offset points", fontsize=8,
-                ha="center")
+    ax.annotate(f"{device.name}: {capacity:.1f} GB a process can allocate\n(dotted: the "
+                f"{budget.capacity_si / 1e9:.1f} GB, {budget.capacity_si / 2**20:,.0f} MiB, the device reports)",
+                (batches[-1], capacity), xytext=(-4, 6), textcoords="offset points", fontsize=8, ha="right")
     fits = int(np.max(budget.max_batch)) if np.size(budget.max_batch) else 0
     if fits < batches[-1]:
         ax.axvspan(max(fits, 0) + 0.5, batches[-1], color=_COLOURS["compute"], alpha=0.12, label="does not fit")
     ax.set_xlim(batches[0], batches[-1])
-    ax.set_ylim(0, max(capacity, float(weights[-1] + kv[-1] + reserve[-1])) * 1.05)
+    ax.set_ylim(0, max(capacity, float(weights[-1] + kv[-1] + reserve[-1])) * 1.15)  # room for the label
     ax.set_xlabel(f"batch (sequences of {context_len:,} tokens)")
     ax.set_ylabel("memory, GB")
     ax.set_title(f"{model if isinstance(model, str) else model.name}: largest batch that fits is {max(fits, 0)}")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="lower right", fontsize=8)
     return ax
 
 

@@ -446,8 +446,8 @@ def _fp8_cache_throughput(ref):
     (b16, t16, r16), (b8, t8, r8) = shown
     gpu = ref.hardware(device)
     full = (0.9 * gpu.usable_memory / gpu.memory_bandwidth).to("ms")  # the engine's share, read once at the roofline
-    return (f"At 32,000 tokens an FP16 cache lets {b16} sequences run ({r16:,.0f} tokens/s typical, {t16.m_as('ms'):.0f} "
-            f"ms a step) and an FP8 cache {b8} ({r8:,.0f} tokens/s, {t8.m_as('ms'):.0f} ms a step): {r8 / r16:.1f} "
+    return (f"At 32,000 tokens an FP16 cache lets {b16} sequences run ({r16:,.0f} tokens/s typical, {t16.m_as('ms'):.1f} "
+            f"ms a step) and an FP8 cache {b8} ({r8:,.0f} tokens/s, {t8.m_as('ms'):.1f} ms a step): {r8 / r16:.1f} "
             f"times the throughput. With the memory full, a step reads about all of it whatever the format (the ideal "
             f"bound: 0.9 of the H100's usable memory over its bandwidth, {full:.1f~P}, as in the cell after "
             f"Exercise 8; the typical steps above add the preset's MBU and overheads), so the step time barely moves "

@@ -189,9 +189,14 @@ def _sequences_in_pool(answers, case, ref, rl):
         per_floor = (prompt_len + output_len - 1) // block
         # Tokens never turned into blocks and blocks rounded down often give the same count: one hint for both.
         rounded_down = got == loose or (per_floor and got == blocks // per_floor)
+        # P + O tokens a sequence: the last answer token is never fed back, so it has no K and V to keep
+        whole_answer = got == blocks // math.ceil((prompt_len + output_len) / block) and not rounded_down
         hint = (" Each sequence takes whole blocks, its last, partly filled one included: round its tokens up to "
-                "blocks." if rounded_down else "")
-        tag = "tokens not rounded up to whole blocks" if rounded_down else None
+                "blocks." if rounded_down else
+                " A sequence keeps prompt_len + output_len - 1 tokens in its cache: the last answer token is "
+                "never fed back, so it has no K and V." if whole_answer else "")
+        tag = ("tokens not rounded up to whole blocks" if rounded_down else
+               "off by one (the last answer token kept in the cache)" if whole_answer else None)
         _fail(f"{call} = {got}, expected {expected} ({blocks:,} blocks of {block} tokens, "
               f"{math.ceil((prompt_len + output_len - 1) / block)} per sequence).{hint}", tag)
 
