@@ -227,7 +227,9 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return 17408 if output_len == 64 else None\n\n\n'
              'def exact_longer_prefill(model, device, output_len, lo, hi):\n'
              '    return 17363 if output_len == 64 else 58360'),
-            ("ex3_spec", None, 'def spec_to_buy(model, device, prompt_len, output_len, batch, efficiency="typical"):\n'
+            ("ex3_spec", None, 'def prefill_share(model, device, prompt_len, output_len, batch, efficiency="typical"):\n'
+             '    return {1: 0.120512, 64: 0.746445}.get(batch, 0.328071)\n\n\n'
+             'def spec_to_buy(model, device, prompt_len, output_len, batch, efficiency="typical"):\n'
              '    return "peak FLOP/s" if batch == 64 else "memory bandwidth"'),
         ],
     },

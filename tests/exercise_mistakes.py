@@ -1216,22 +1216,31 @@ def _longer(s, step=False, steps=lambda out: out - 1, before=False, all_false_fi
     return first, exact
 
 
-def _spec(s, at_batch_1=False, ideal=False, one_step=False, one_prefill=False, per_sequence=False, swapped=False):
+def _spec(s, at_batch_1=False, ideal=False, one_step=False, one_prefill=False, per_sequence=False, swapped=False,
+          all_steps=False, fixed_context=False):
+    """(prefill_share, spec_to_buy) with one slip, from rl.prefill and rl.decode_step as the exercise asks; the
+    reference with every default."""
     rl = s["rl"]
 
-    def spec(model, device, prompt_len, output_len, batch, efficiency="typical"):
+    def share(model, device, prompt_len, output_len, batch, efficiency="typical"):
         efficiency = "ideal" if ideal else efficiency
         b = 1 if at_batch_1 else batch
-        r = rl.request(model, device, prompt_len, output_len, batch=b, allow_overflow=True, efficiency=efficiency)
-        ttft = rl.request(model, device, prompt_len, output_len, allow_overflow=True,
-                          efficiency=efficiency).ttft if one_prefill else r.ttft
-        decode = r.itl if one_step else r.decode_time / (batch if per_sequence else 1)
-        prefill_side = ttft > decode  # a tie counts for the decode, as in the exercise
-        if swapped:
-            prefill_side = not prefill_side
-        return "peak FLOP/s" if prefill_side else "memory bandwidth"
+        prefill = rl.prefill(model, device, prompt_len, 1 if one_prefill else b, efficiency=efficiency,
+                             allow_overflow=True).time
+        steps = output_len if all_steps else output_len - 1
+        contexts = np.full(steps, prompt_len) if fixed_context else np.arange(prompt_len, prompt_len + steps)
+        if one_step:
+            contexts = np.array([prompt_len])
+        decode = rl.decode_step(model, device, contexts, b, efficiency=efficiency, allow_overflow=True).time.sum()
+        decode = decode / (batch if per_sequence else 1)
+        value = (prefill / (prefill + decode)).m_as("")
+        return 1 - value if swapped else value
 
-    return spec
+    def spec(model, device, prompt_len, output_len, batch, efficiency="typical"):
+        return "peak FLOP/s" if share(model, device, prompt_len, output_len, batch, efficiency) > 0.5 \
+            else "memory bandwidth"
+
+    return share, spec
 
 
 # The hint each 04 mistake must get, where an exercise names it itself (beyond the checker's own names).
@@ -1293,6 +1302,19 @@ HINTS.update({
         "min(E, k x B) (overlap ignored)":
             "min(E, k x B): as if no two tokens of the batch ever picked the same expert",
         "k x B experts (no overlap)": "k x B: every token's picks counted, the same expert more than once",
+    },
+    "spec_to_buy": {
+        "decided at batch 1": "decided at batch 1, not at the batch served",
+        "decided at the ideal": "at the ideal roofline, not the efficiency asked for",
+        "TTFT against one decode step": "one decode step for the whole answer",
+        "one prompt's prefill against the batch's decode":
+            "one prompt's prefill against the batch's decode (the batch prefills every prompt)",
+        "decode time per sequence (divided by the batch)":
+            "the decode time per sequence (divided by the batch): the batch's answers share each step",
+        "output_len decode steps, not output_len - 1":
+            "output_len decode steps, not output_len - 1 (the prefill makes the first token)",
+        "every step at the prompt's context": "every step at the prompt's context (each step's cache is a token longer)",
+        "the two answers swapped": "the decode's share, not the prefill's",
     },
     "attention_share": {"every expert in P, not the active ones": TOTAL_FOR_ACTIVE,
                         "logits left out": "the last token's logits left out of the total"},
@@ -1393,14 +1415,17 @@ MISTAKES.update({
         "bisection one past the crossing": lambda s: _longer(s, off_by_one=1),
     },
     "spec_to_buy": {
-        "decided at batch 1": lambda s: (_spec(s, at_batch_1=True),),
-        "decided at the ideal": lambda s: (_spec(s, ideal=True),),
-        "TTFT against one decode step": lambda s: (_spec(s, one_step=True),),
-        "one prompt's prefill against the batch's decode": lambda s: (_spec(s, one_prefill=True),),
-        "decode time per sequence (divided by the batch)": lambda s: (_spec(s, per_sequence=True),),
-        "short answers taken to mean FLOP/s": lambda s: (
-            lambda m, d, n, o, b, e="typical": "memory bandwidth" if o > n else "peak FLOP/s",),
-        "the two answers swapped": lambda s: (_spec(s, swapped=True),),
+        "decided at batch 1": lambda s: _spec(s, at_batch_1=True),
+        "decided at the ideal": lambda s: _spec(s, ideal=True),
+        "TTFT against one decode step": lambda s: _spec(s, one_step=True),
+        "one prompt's prefill against the batch's decode": lambda s: _spec(s, one_prefill=True),
+        "decode time per sequence (divided by the batch)": lambda s: _spec(s, per_sequence=True),
+        "output_len decode steps, not output_len - 1": lambda s: _spec(s, all_steps=True),
+        "every step at the prompt's context": lambda s: _spec(s, fixed_context=True),
+        "short answers taken to mean FLOP/s": lambda s: (s["prefill_share"],
+            lambda m, d, n, o, b, e="typical": "memory bandwidth" if o > n else "peak FLOP/s"),
+        "the two answers swapped": lambda s: _spec(s, swapped=True),
+        "a percentage for a share": lambda s: (_scaled(s["prefill_share"], 100), s["spec_to_buy"]),
     },
 })
 

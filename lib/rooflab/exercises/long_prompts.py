@@ -122,12 +122,47 @@ SPECS = {"peak FLOP/s": ("flops", "peak flops", "flop/s", "compute", "peak flop/
          "memory bandwidth": ("bandwidth", "memory", "hbm bandwidth", "hbm")}
 
 
-@exercise("spec_to_buy", A, visible=[
-    # a summariser (4,000-token documents, 100-token summaries) alone on the H100: prefill 11% of the time. It
-    # catches TTFT held against one decode step instead of the whole answer, and "short answers mean FLOP/s"
+def _share_slips(ref, name, device, prompt_len, output_len, batch, efficiency) -> dict[str, float]:
+    """The prefill share each likely slip in modelling ``batch`` requests gives: {slip: share}."""
+    def share(n_batch=batch, prefill_batch=None, steps=output_len - 1, grows=True, eff=efficiency, per_seq=False,
+              one_step=False):
+        prefill = ref.prefill(name, device, prompt_len, prefill_batch or n_batch, allow_overflow=True,
+                              efficiency=eff).time_si
+        contexts = np.arange(prompt_len, prompt_len + steps) if grows else np.full(steps, prompt_len)
+        if one_step:
+            contexts = np.array([prompt_len])
+        step = ref.decode_step(name, device, contexts, n_batch, allow_overflow=True, efficiency=eff).time_si
+        decode = float(np.sum(step)) / (n_batch if per_seq else 1)
+        return prefill / (prefill + decode)
+
+    right = share()
+    return {"output_len decode steps, not output_len - 1 (the prefill makes the first token)": share(steps=output_len),
+            "every step at the prompt's context (each step's cache is a token longer)": share(grows=False),
+            "one prompt's prefill against the batch's decode (the batch prefills every prompt)": share(prefill_batch=1),
+            "the decode time per sequence (divided by the batch): the batch's answers share each step":
+                share(per_seq=True),
+            "one decode step for the whole answer": share(one_step=True),
+            "decided at batch 1, not at the batch served": share(n_batch=1),
+            "at the ideal roofline, not the efficiency asked for": share(eff="ideal"),
+            "the decode's share, not the prefill's": 1 - right}
+
+
+@exercise("spec_to_buy", A, derive=("serving.request",), derived=r"""
+With $T_p(B)$ the prefill of $B$ prompts in one pass and $T_s(c, B)$ one decode step of $B$ sequences at context
+$c$, the $B$ requests take
+$$T_p(B) + \sum_{c=P}^{P+O-2} T_s(c, B),$$
+$O - 1$ steps, since the prefill makes the first token. The prefill's share is the first term over the total. It
+grows with $B$: the prefill's cost is $B$ prompts' FLOPs, compute-bound, so about $B$ times one prompt's, while a
+decode step reads the weights once for the whole batch and grows only by the caches. The summariser
+(4,000-token documents, 100-token summaries) is 12% prefill alone on the H100 and three quarters at batch 64.
+""", visible=[
+    # a summariser (4,000-token documents, 100-token summaries) alone on the H100: prefill 12% of the time. It
+    # catches TTFT held against one decode step instead of the whole answer, output_len steps for output_len - 1
+    # (1% of the decode), and "short answers mean FLOP/s"
     ("Llama-3-8B", "H100", 4000, 100, 1, "typical"),
-    # the same summariser at the batch it is served at, 64: prefill 78% of the time, the answer flips. Deciding
-    # at batch 1, or prefilling one prompt while decoding 64 sequences, says memory bandwidth
+    # the same summariser at the batch it is served at, 64: prefill 75% of the time, the answer flips. Deciding
+    # at batch 1, prefilling one prompt while decoding 64 sequences, or every step at the prompt's context (the
+    # caches are two thirds of a step here) shows
     ("Llama-3-8B", "H100", 4000, 100, 64, "typical"),
     # a small model at batch 8 on the B200: prefill 64% at the ideal, 33% at 2023's static engines, where the
     # fixed cost of each decode step weighs; deciding at the ideal, or per sequence (decode time / batch), shows
@@ -135,13 +170,18 @@ SPECS = {"peak FLOP/s": ("flops", "peak flops", "flop/s", "compute", "peak flop/
 ])
 def _spec_to_buy(answers, case, ref, rl):
     __tracebackhide__ = True
-    (spec_to_buy,) = answers
+    prefill_share, spec_to_buy = answers
     name, device, prompt_len, output_len, batch, efficiency = case
     r = ref.request(name, device, prompt_len, output_len, batch=batch, allow_overflow=True, efficiency=efficiency)
+    call = f"({name}, {device}, {prompt_len}, {output_len}, batch {batch}, {efficiency!r})"
+    slips = _share_slips(ref, name, device, prompt_len, output_len, batch, efficiency)
+    right = r.prefill_share.m_as("")
+    number(prefill_share(rl.model(name), rl.hardware(device), prompt_len, output_len, batch, efficiency), right,
+           f"prefill_share{call}", rel=1e-3,
+           also_wrong={slip: share for slip, share in slips.items() if abs(share / right - 1) > 2e-3})
     expected = "peak FLOP/s" if r.ttft > r.decode_time else "memory bandwidth"  # a tie counts for the decode
     answer = spec_to_buy(rl.model(name), rl.hardware(device), prompt_len, output_len, batch, efficiency)
-    choice(answer, expected, f"spec_to_buy({name}, {device}, {prompt_len}, {output_len}, batch {batch}, "
-           f"{efficiency!r})", SPECS)
+    choice(answer, expected, f"spec_to_buy{call}", SPECS)
 
 
 def _summariser(ref, batch: int) -> str:
