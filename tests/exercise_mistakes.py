@@ -1302,6 +1302,8 @@ HINTS.update({
         "min(E, k x B) (overlap ignored)":
             "min(E, k x B): as if no two tokens of the batch ever picked the same expert",
         "k x B experts (no overlap)": "k x B: every token's picks counted, the same expert more than once",
+        "routing with replacement (1 - 1/E)^(k B)": "routing with replacement, (1 - 1/E)^(kB): a token's k experts are "
+            "k different ones, so one token misses a given expert with chance 1 - k/E",
     },
     "spec_to_buy": {
         "decided at batch 1": "decided at batch 1, not at the batch served",

@@ -141,7 +141,9 @@ def _experts_slips(experts: int, k: int, batch: int) -> dict:
     (E (1 - (1 - k/E)^B)) by more than rounding."""
     right = experts * (1 - (1 - k / experts) ** batch)
     slips = {"min(E, k x B): as if no two tokens of the batch ever picked the same expert": min(experts, k * batch),
-             "k x B: every token's picks counted, the same expert more than once": k * batch}
+             "k x B: every token's picks counted, the same expert more than once": k * batch,
+             "routing with replacement, (1 - 1/E)^(kB): a token's k experts are k different ones, so one token "
+             "misses a given expert with chance 1 - k/E": experts * (1 - (1 - 1 / experts) ** (k * batch))}
     return {mistake: value for mistake, value in slips.items() if abs(value / right - 1) > 0.01}
 
 
@@ -156,7 +158,8 @@ cross at
 $$B^*_{\text{experts}} = \text{ridge point} \times \frac{E}{k} \times \frac{b}{2}:\quad 206.1 \times 4 \approx 825
 \text{ on the H200 at FP16},\quad 590.7 \times 4 \times \tfrac{1}{2} \approx 1{,}182 \text{ on the H100 at FP8}.$$
 Exercise 1's dense batch hides the same $b/2$: FP16's 2 bytes cancel the 2 FLOPs. The attention projections and
-the router are read once for the batch and cross near the ridge; lumping everything into one body gives 759. A
+the router are read once for the batch and cross near the ridge; lumping everything into one body gives 759
+(Exercise 1's 755 also counted the embedding table and the head). A
 mixture of experts computes like a small model but is read like a large one.
 """, visible=[
     # batch 8: 7.2 experts, where k x B (16), min(E, k x B) (8) and k per token (2) are all off, and the bytes of
@@ -307,10 +310,14 @@ def _fp8_batch_moves(ref):
     h100 = ref.hardware("H100")
     batches = {p: ref.decode_compute_bound_batch("Llama-3-8B", "H100", precision=p) for p in ("fp16", "fp8")}
     ridges = {p: h100.ridge_point(p).m_as("FLOP/B") for p in ("fp16", "fp8")}
+    m = ref.model("Llama-3-8B")
+    flops = ref.decode_step("Llama-3-8B", "H100", 0).flops.m_as("FLOP")  # one token, caches left out
+    whole = {p: m.total_params * ref.bytes_per_element(p) / flops * ridges[p] for p in ("fp16", "fp8")}
     return (f"The H100's ridge point doubles from {ridges['fp16']:.0f} to {ridges['fp8']:.0f} FLOP/B at FP8, but each "
             f"weight takes one byte instead of two, so a step reads half the bytes for the same FLOPs: the batch "
-            f"stays where it was, {batches['fp16']} at FP16 and {batches['fp8']} at FP8 (Llama-3-8B, the library's "
-            "body alone, ideal). FP8 makes each step about twice as fast on both sides of the line; it does not move the line.")
+            f"stays where it was. Your whole-step count: {whole['fp16']:.0f} at FP16 and {whole['fp8']:.0f} at FP8; "
+            f"the library's, which prices the body alone (a step looks up one row of the embedding table per "
+            f"token): {batches['fp16']} and {batches['fp8']} (Llama-3-8B, ideal). FP8 makes each step about twice as fast on both sides of the line; it does not move the line.")
 
 
 EXPERTS_SEEN = {"about 2": ("2", "two", "k"), "about 4": ("4", "four", "half"),
