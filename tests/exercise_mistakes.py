@@ -104,7 +104,8 @@ def _sla(s, budget_len=None, efficiency=None, check_itl=True, bare=False, check_
 # -- 05_under_load ---------------------------------------------------------------------------------------------
 
 def _step05(s, kv=2, heads="kv_heads", per_value=True, flops_per_mac=2, cache_batch=True, head_per_sequence=False,
-          gib=False, active="active_non_embedding_params", weights_per_sequence=False, flops_batch=True):
+          gib=False, active="active_non_embedding_params", weights_per_sequence=False, flops_batch=True,
+          head_batch=True):
     """05's step_time with one slip switched on: the K-and-V factor, the heads the cache is counted for, bytes per
     value, FLOPs per multiply-add, the caches of the batch or of one sequence, the head read per sequence, GiB."""
     def step_time(model, device, context_len, batch, precision="fp16"):
@@ -119,7 +120,8 @@ def _step05(s, kv=2, heads="kv_heads", per_value=True, flops_per_mac=2, cache_ba
         attention, _ = s["roofline_time"](
             Q_(flops_of * 2 * flops_per_mac * model.layers * model.attention_width * context_len, "FLOP"),
             nbytes(sequences * (context_len + 1) * per_token), device, precision)
-        head, _ = s["roofline_time"](Q_(flops_of * flops_per_mac * model.d_model * model.vocab, "FLOP"),
+        head_flops = (flops_of if head_batch else 1) * flops_per_mac * model.d_model * model.vocab
+        head, _ = s["roofline_time"](Q_(head_flops, "FLOP"),
                                      nbytes(model.vocab * model.d_model * size * (batch if head_per_sequence else 1)),
                                      device, precision)
         return body + attention + head
@@ -321,6 +323,8 @@ HINTS = {
         "the head read once per sequence": "the head read once per sequence",
         "the weights read once per sequence": "the weights read once per sequence",
         "the prompt length for the mean context": "the prompt length for the mean context",
+        "the head's FLOPs once per step":
+            "the head's FLOPs for one sequence, not the batch's (each sequence's token is multiplied by the head)",
     },
     "engine_state": {
         "a whole iteration of waiting in the TTFT, not half": "a whole iteration of waiting in the TTFT, not half",
@@ -506,6 +510,7 @@ MISTAKES = {
         "the head read once per sequence": lambda s: _with_step(s, _step05(s, head_per_sequence=True)),
         "the weights read once per sequence": lambda s: _with_step(s, _step05(s, weights_per_sequence=True)),
         "the FLOPs of one sequence for the batch's": lambda s: _with_step(s, _step05(s, flops_batch=False)),
+        "the head's FLOPs once per step": lambda s: _with_step(s, _step05(s, head_batch=False)),
         "tokens/s per request taken for per GPU": lambda s: (
             s["step_time"],
             lambda m, d, p, o, b, precision="fp16": (Q_(1, "token") / s["step_time"](

@@ -164,6 +164,18 @@ def test_kv_cache_typed_figures_hold():
     assert "about 23 ms on the H100" in throughput and round(0.9 * usable_gb / 3350 * 1000) == 23
 
 
+def test_long_prompts_floor_is_one_read_of_the_weights():
+    """04b's sweep: the shortest prompts' TTFT is one read of the weights less the input embedding table, which a
+    prefill looks up a row a token: (8.03 B - 128,256 x 4,096) values x 2 bytes = 15.01 GB, against 16.06 GB."""
+    m = rl.model("Llama-3.1-8B")
+    by_hand = (m.total_params - m.vocab * m.d_model) * 2 / 1e9
+    assert round(by_hand, 1) == 15.0 and round(m.total_params * 2 / 1e9, 2) == 16.06
+    shown = " ".join(" ".join(text(c) for c in cells(SOURCE, "04b_long_prompts")).split())
+    assert "so that read is 15.0 GB, not the 16.06 GB of every weight" in shown
+    floor = rl.prefill(m, "H100", 128)
+    assert floor.bound == "memory" and abs(floor.bytes.m_as("GB") - by_hand) < 0.05  # plus the prompt's K and V
+
+
 def test_under_load_quotes_the_library():
     """05's figures, printed from the student's derivations, are the library's steady state, bend and SLA search."""
     solved = cells(SOLUTIONS, "05_under_load")

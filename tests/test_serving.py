@@ -267,6 +267,7 @@ def test_moe_decode_reads_routed_experts():
         (lambda: rl.decode_step("Llama-3-8B", "H100", 100, batch=2.5), ValueError, "batch must be a whole"),
         (lambda: rl.decode_step("Llama-3-8B", "H100", float("nan")), ValueError, "context_len must be finite"),
         (lambda: rl.decode_step("Llama-3-8B", "H100", True), TypeError, "context_len must be a whole"),
+        (lambda: rl.decode_step("Llama-3-8B", "H100", np.arange(5, 5)), ValueError, "context_len is an empty array"),
         (lambda: rl.request("Llama-3-8B", "H100", 10, 10, overhead=1), rl.UnitError, "overhead"),
         (lambda: rl.request("Llama-3-8B", "H100", 10, 10, overhead=Q_(-1, "ms")), ValueError, "overhead must not"),
         (lambda: rl.request("Llama-3-8B", "H100", 10, 10, precision="int4"), rl.UnsupportedPrecision, "no int4"),

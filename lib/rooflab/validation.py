@@ -43,6 +43,8 @@ def lengths(value: object, name: str, minimum: int = 1) -> int | np.ndarray:
                 raise ValueError(f"{name} must be finite, got {value!r}")
             if not np.all(array == np.round(array)):
                 raise ValueError(f"{name} must be a whole number of tokens or sequences, got {value!r}")
+        if array.ndim and not array.size:  # reductions over a sweep (its longest context) have no empty answer
+            raise ValueError(f"{name} is an empty array: a sweep needs at least one value")
         if array.size and array.min() < minimum:
             raise ValueError(f"{name} must be at least {minimum}, got a minimum of {array.min()}")
         if array.ndim == 0:
