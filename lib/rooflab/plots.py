@@ -136,8 +136,8 @@ def memory_figure(model: Model | str, device: Hardware | str, context_len: int, 
     capacity = budget.allocatable.m_as("GB")
     ax.axhline(budget.capacity_si / 1e9, color="black", lw=1, ls=":")
     ax.axhline(capacity, color="black", lw=1.5)
-    ax.annotate(f"{device.name}: {capacity:.1f} GB a process can allocate\n(dotted: the "
-                f"{budget.capacity_si / 1e9:.1f} GB, {budget.capacity_si / 2**20:,.0f} MiB, the device reports)",
+    ax.annotate(f"{device.name}: {capacity:.1f} GB a process can allocate\n(of the "
+                f"{budget.capacity_si / 1e9:.1f} GB, {budget.capacity_si / 2**20:,.0f} MiB, the device reports: dotted)",
                 (batches[-1], capacity), xytext=(-4, 6), textcoords="offset points", fontsize=8, ha="right")
     fits = int(np.max(budget.max_batch)) if np.size(budget.max_batch) else 0
     if fits < batches[-1]:

@@ -18,9 +18,9 @@ from .hardware import HARDWARE
 from .precision import Precision
 from .serving import DoesNotFit, decode_step, memory_budget, prefill, request
 
-__all__ = ["serving_explorer", "explain", "decode_explorer", "explain_decode", "memory_explorer", "explain_memory", "precision_explorer",
-           "crossover_explorer", "explain_crossovers", "load_explorer", "explain_load", "tail_explorer", "explain_tail",
-           "tail_sweep"]
+__all__ = ["serving_explorer", "explain", "decode_explorer", "explain_decode", "memory_explorer", "explain_memory",
+           "precision_explorer", "crossover_explorer", "explain_crossovers", "load_explorer", "explain_load",
+           "tail_explorer", "explain_tail", "tail_sweep"]
 
 
 def explain(model: str, device: str, precision: str, prompt_len: int, output_len: int, batch: int):

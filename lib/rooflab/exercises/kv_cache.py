@@ -362,7 +362,8 @@ def _kv_equals_weights_batch(answers, case, ref, rl):
 The rate is $B_{max} / t(B_{max})$. At the largest batch a memory-bound step reads nearly the whole share (weights
 once, every cache), so it takes about the same time at any context: 0.9 x 84.9 GB / 3.35 TB/s, about 23 ms on the
 H100 (ideal). The rate is then about proportional to the sequences that fit (the next cell prints them). With
-short sequences so many fit that the matmuls bind instead, as the check's second case shows.
+short sequences so many fit that the matmuls bind instead: at 200 tokens of context (the check's second
+case) 2,303 sequences fit on the H100, and the body and head are compute-bound.
 """, visible=[
     # (model, device, context, precision, gpu_memory_utilization)
     # the running example, memory-bound at the largest batch: one sequence's tokens per second, a step time for a
@@ -413,7 +414,7 @@ GAINS = {"about 60": ("60", "60x", "about 60x", "close to 60", "64", "64x"),
          "about 10": ("10", "10x", "about 10x", "close to 10")}
 
 
-@question("batch64_gain", A, "about 30", GAINS, revisited_in="The cell after Exercise 6's figure")
+@question("batch64_gain", A, "about 30", GAINS, revisited_in="The cell after Exercise 6's printed gains")
 def _batch64_gain(ref):
     def gain(context_len):
         one = ref.decode_step("Llama-3-8B", "H100", context_len, 1).time
