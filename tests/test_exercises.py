@@ -156,6 +156,31 @@ def test_questions_are_revealed_with_their_explanation():
             assert len(said) > 80, f"{question.name}: the explanation is missing"
 
 
+def test_a_wrong_engine_state_is_named_where_a_later_exercise_fails():
+    """05's frontier_curve and best_batch call the student's engine_state: when it is wrong, their checks say so
+    first (round 14), and a right engine_state adds nothing to a failure of their own."""
+    import types
+
+    s = solved("05_under_load")
+    right = s["engine_state"]
+
+    def wrong_engine(model, device, prompt_len, output_len, batch, precision="fp16"):
+        itl, throughput, ttft = right(model, device, prompt_len, output_len, batch, precision)
+        return itl * 1.2, throughput, ttft  # a slip in the iteration's time
+
+    namespace = dict(s, engine_state=wrong_engine)
+    frontier = types.FunctionType(s["frontier_curve"].__code__, namespace, "frontier_curve")
+    best = types.FunctionType(s["best_batch"].__code__, namespace, "best_batch")
+    with pytest.raises(check.WrongAnswer, match=r"^Your engine_state fails its own check \(Exercise 2\)"):
+        check.exercise("frontier_curve", frontier, s["bend_batch"])
+    with pytest.raises(check.WrongAnswer, match=r"^Your engine_state fails its own check"):
+        check.exercise("best_batch", best)
+    with pytest.raises(check.WrongAnswer) as own:  # engine_state right, frontier_curve wrong: no such note
+        check.exercise("frontier_curve", lambda *a, **k: tuple(x * 2 for x in s["frontier_curve"](*a, **k)),
+                       s["bend_batch"])
+    assert "Your engine_state" not in str(own.value)
+
+
 def test_int4_reveal_quotes_the_students_count_beside_the_librarys():
     """03's reveal quotes the speed-up the student's decode_speedup prints (round 11: it quoted only the library's
     3.1x beside the student's 2.7x).  By hand, Llama-3-8B on the H100 at 2,000 tokens, batch 1, FP16 cache: the

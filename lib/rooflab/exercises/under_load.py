@@ -16,8 +16,8 @@ import importlib
 
 import numpy as np
 
-from ..check import PRECISION_NOT_PASSED, _fail, derive_yourself, number, quantity
-from . import DERIVED, exercise, question
+from ..check import PRECISION_NOT_PASSED, WrongAnswer, _fail, derive_yourself, number, quantity
+from . import DERIVED, exercise, get, question
 
 A = "05_under_load"
 STEP = 0.02  # a step priced by the student's own roofline against the library's careful count (2%)
@@ -384,6 +384,34 @@ flattens while every user's ITL keeps climbing. `rl.frontier` returns the same s
 """
 
 
+def _engine_first(run):
+    """Wrap an exercise that builds on the student's engine_state: when a case fails and the student's own
+    engine_state fails its check too, say so first, so that a slip in Exercise 2 is not hunted for in this code
+    (round 14: a wrong engine_state sent a novice to debug a right frontier_curve).  Grading charges the slip
+    once either way (course/grading/autograde.py)."""
+    def checked(answers, case, ref, rl):
+        __tracebackhide__ = True
+        try:
+            run(answers, case, ref, rl)
+        except WrongAnswer as wrong:
+            engine = getattr(answers[0], "__globals__", {}).get("engine_state")
+            if callable(engine) and not _passes(get("engine_state"), (engine,), ref, rl):
+                raise WrongAnswer(f"Your engine_state fails its own check (Exercise 2), and this exercise uses it: "
+                                  f"fix Exercise 2 first. Here: {wrong}") from None
+            raise
+    return checked
+
+
+def _passes(exercise_, answers, ref, rl) -> bool:
+    """Whether ``answers`` pass every visible case of ``exercise_``."""
+    try:
+        for case in exercise_.visible:
+            exercise_.run(answers, case, ref, rl)
+    except Exception:  # a failed case, or code that raises: either way not a pass
+        return False
+    return True
+
+
 @exercise("frontier_curve", A, derive=DERIVED[A], derived=FRONTIER_DERIVED, visible=[
     # (model, device, prompt_len, output_len, precision).  Every case keeps B <= O - 1 at every batch that fits
     # (at most one prompt a step), where a prompt's prefill is a pass of its own.
@@ -401,6 +429,7 @@ flattens while every user's ITL keeps climbing. `rl.frontier` returns the same s
     # FP8 on the L40S: a precision left at its default shows (twice the caches fit).
     ("Llama-3-8B", "L40S", 2000, 300, "fp8"),
 ])
+@_engine_first
 def _frontier_curve(answers, case, ref, rl):
     __tracebackhide__ = True
     frontier_curve, bend_batch = answers
@@ -468,6 +497,7 @@ targets. `rl.best_under_sla` returns that point (and raises `rl.SLAUnmet` when t
     # fails).
     ("Llama-3-8B", "L4", 1000, 200, 1000, 20, "fp16"),
 ])
+@_engine_first
 def _best_batch(answers, case, ref, rl):
     __tracebackhide__ = True
     (best_batch,) = answers
