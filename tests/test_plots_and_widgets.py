@@ -144,6 +144,7 @@ def test_decode_explain_and_figure():
     assert batch == 296 and f"weight matmuls turn compute-bound from batch {batch}" in text
     assert "attention over the cache stays memory-bound at every batch" in text
     assert text.startswith("at the ideal roofline")
+    assert widgets.explain_decode("Llama-3-8B", "H100", "fp16", 1000) == text  # the catalogue's alias, as elsewhere
     # Mixtral's experts on the H200: ridge x E / k = 206.1 x 4 = 824.5, batch 825, more 1,000-token caches than fit
     moe = widgets.explain_decode("Mixtral-8x7B", "H200", "fp16", 1000)
     assert "the experts (the last of its weight matmuls to turn) turn compute-bound from batch 825, more" in moe

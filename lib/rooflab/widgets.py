@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from . import plots
-from .hardware import HARDWARE
+from .hardware import HARDWARE, hardware as _hardware
 from .precision import Precision
 from .serving import DoesNotFit, decode_step, memory_budget, prefill, request
 
@@ -191,7 +191,7 @@ def explain_decode(model: str, device: str, precision: str, context_len: int) ->
     from .crossover import decode_compute_bound_batch
     from .models import model as _model
 
-    m, d = _model(model), HARDWARE[device]
+    m, d = _model(model), _hardware(device)  # a catalogue name or an alias; an unknown one is named
     try:
         matmuls = decode_compute_bound_batch(model, device, context_len, precision=precision, detail=True)
         attention = decode_compute_bound_batch(model, device, context_len, precision=precision, operation="attention")

@@ -131,6 +131,8 @@ def _share_slips(ref, name, device, prompt_len, output_len, batch, efficiency) -
         contexts = np.arange(prompt_len, prompt_len + steps) if grows else np.full(steps, prompt_len)
         if one_step:
             contexts = np.array([prompt_len])
+        if not contexts.size:  # a one-token answer: the prefill makes it, no step runs
+            return 1.0
         step = ref.decode_step(name, device, contexts, n_batch, allow_overflow=True, efficiency=eff).time_si
         decode = float(np.sum(step)) / (n_batch if per_seq else 1)
         return prefill / (prefill + decode)
