@@ -650,7 +650,20 @@ def _weight_bytes(s, bits=None, edges=None, unit=lambda b: Q_(b, "B")):
 def _with_bits(rule):
     def answers(s):
         wrong = _bits(rule)(s)
-        return wrong, _weight_bytes(s, bits=wrong)
+        return s["quantize_int4"], wrong, _weight_bytes(s, bits=wrong)
+    return answers
+
+
+def _quantize(scale_of=None, row=False, rounding=np.round):
+    """Exercise 1's answers with a quantize_int4 that takes each group's scale from ``scale_of(groups)``, one scale
+    a row (``row``), or codes made by ``rounding`` in place of rounding to the nearest."""
+    def answers(s):
+        def quantize_int4(w, group_size):
+            groups = w.astype(np.float32).reshape(-1, w.shape[1] if row else group_size)
+            scale = (scale_of or (lambda g: np.abs(g).max(axis=1, keepdims=True) / 7))(groups).astype(np.float16)
+            codes = np.clip(rounding(groups / scale.astype(np.float32)), -8, 7)
+            return codes.reshape(-1, group_size), scale
+        return quantize_int4, s["bits_per_weight"], s["quantized_weight_bytes"]
     return answers
 
 
@@ -821,6 +834,15 @@ HINTS.update({
     },
 })
 HINTS.update({
+    "quantized_weight_bytes": {  # Exercise 1 (a), quantize_int4: each slip named by what its scales or codes show
+        "scale from the group's largest weight, not its largest magnitude":
+            "the group's largest weight, not its largest magnitude",
+        "scale = largest magnitude / 8": "scale = largest magnitude / 8 (the code 8 does not exist)",
+        "the scale inverted": "the scale inverted (a weight is code x scale)",
+        "one scale per row": "one scale per row (group_size not used)",
+        "codes truncated, not rounded": "codes truncated toward zero, not rounded to the nearest",
+        "codes not rounded at all": "codes not rounded to integers",
+    },
     "decode_speedup": {
         "the speed-up from the weights alone": "the weights' bytes alone (the FP16 caches and the FLOPs left out)",
         "the ratio of bits (16 / bits per weight)":
@@ -842,19 +864,26 @@ HINTS.update({
 
 MISTAKES.update({
     "quantized_weight_bytes": {
-        "bits for bytes": lambda s: (s["bits_per_weight"], _weight_bytes(s, unit=lambda b: Q_(b * 8, "B"))),
-        "GB for GiB": lambda s: (s["bits_per_weight"], _weight_bytes(s, unit=lambda b: Q_(b / 2**30, "GB"))),
-        "a bare number where a quantity is asked": lambda s: (s["bits_per_weight"], _weight_bytes(s, unit=float)),
+        "scale from the group's largest weight, not its largest magnitude": _quantize(
+            lambda groups: groups.max(axis=1, keepdims=True) / 7),
+        "scale = largest magnitude / 8": _quantize(lambda groups: np.abs(groups).max(axis=1, keepdims=True) / 8),
+        "the scale inverted": _quantize(lambda groups: 7 / np.abs(groups).max(axis=1, keepdims=True)),
+        "one scale per row": _quantize(row=True),
+        "codes truncated, not rounded": _quantize(rounding=np.trunc),
+        "codes not rounded at all": _quantize(rounding=lambda x: x),
+        "bits for bytes": lambda s: (s["quantize_int4"], s["bits_per_weight"], _weight_bytes(s, unit=lambda b: Q_(b * 8, "B"))),
+        "GB for GiB": lambda s: (s["quantize_int4"], s["bits_per_weight"], _weight_bytes(s, unit=lambda b: Q_(b / 2**30, "GB"))),
+        "a bare number where a quantity is asked": lambda s: (s["quantize_int4"], s["bits_per_weight"], _weight_bytes(s, unit=float)),
         "forgot the group scales and zero points": _with_bits(lambda scale, zero, group: 0),
         "forgot the zero points": _with_bits(lambda scale, zero, group: scale / group),
         "a group's scale and zero point charged to every weight": _with_bits(lambda scale, zero, group: scale + zero),
         "scale_bits ignored (always 16)": _with_bits(lambda scale, zero, group: (16 + zero) / group),
         "quantized the embedding table and head as well": lambda s: (
-            s["bits_per_weight"], _weight_bytes(s, edges=lambda body, quantized: body)),
+            s["quantize_int4"], s["bits_per_weight"], _weight_bytes(s, edges=lambda body, quantized: body)),
         "the embedding table and head always in 16 bits": lambda s: (
-            s["bits_per_weight"], _weight_bytes(s, edges=lambda body, quantized: 16)),
+            s["quantize_int4"], s["bits_per_weight"], _weight_bytes(s, edges=lambda body, quantized: 16)),
         "every weight counted as a body weight": lambda s: (
-            s["bits_per_weight"], lambda model, fmt, group_size=None, zero_bits=0, quantize_embeddings=False: Q_(
+            s["quantize_int4"], s["bits_per_weight"], lambda model, fmt, group_size=None, zero_bits=0, quantize_embeddings=False: Q_(
                 model.total_params * s["bits_per_weight"](fmt, group_size, zero_bits=zero_bits) / 8, "B")),
     },
     "decode_speedup": {

@@ -6,6 +6,8 @@ Each visible case is chosen for the mistakes it catches (noted beside it);
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..check import _fail, choice, number, quantity
 from . import exercise, question
 
@@ -35,16 +37,83 @@ def _weights(ref, fmt, group=None, zero_bits=0, embeddings=False, scale_bits=Non
                          zero_point=zero_bits > 0, zero_bits=zero_bits or None, quantize_embeddings=embeddings)
 
 
-# -- Exercise 1: real bits, real bytes -------------------------------------------------------------------------
+# -- Exercise 1: quantize a matrix, then count its bytes ------------------------------------------------------
+
+def _test_matrix(group_size: int) -> np.ndarray:
+    """A small random layer (16 rows of 4 groups) with outlier columns ten times larger, FP16 as trained: small
+    enough to cross the grading boundary, and each group's largest weight is sometimes negative."""
+    rng = np.random.default_rng(group_size)
+    w = rng.normal(0, 0.02, size=(16, 4 * group_size))
+    w[:, rng.choice(w.shape[1], 3, replace=False)] *= 10
+    return w.astype(np.float16)
+
+
+def _check_quantize(quantize_int4, group_size: int) -> None:
+    """quantize_int4's codes and scales on a test matrix: one scale a group, the largest magnitude on the code 7,
+    whole codes in -8..7, each weight on its nearest code (checked by property, so ties may round either way)."""
+    __tracebackhide__ = True
+    w = _test_matrix(group_size)
+    call = f"quantize_int4(w, {group_size}) on a {w.shape[0]} x {w.shape[1]} matrix"
+    result = quantize_int4(w.copy(), group_size)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        _fail(f"{call} should return a pair (codes, scale), got {type(result).__name__}.")
+    groups = w.astype(np.float64).reshape(-1, group_size)
+    try:
+        codes = np.asarray(result[0], dtype=np.float64)
+        scale = np.asarray(result[1], dtype=np.float64)
+    except (TypeError, ValueError):
+        _fail(f"{call}: codes and scale should be numpy arrays of numbers.")
+    if codes.size != w.size:
+        _fail(f"{call}: codes should hold one code per weight ({w.size}), got {codes.size}.")
+    if scale.size != len(groups):
+        mistake = "one scale per row (group_size not used)" if scale.size == w.shape[0] else None
+        _fail(f"{call}: scale should hold one value per group of {group_size} ({len(groups)} groups), "
+              f"got {scale.size}.", mistake)
+    codes, scale = codes.reshape(groups.shape), scale.reshape(-1, 1)
+    if not np.all(np.isfinite(codes)) or not np.all(np.isfinite(scale)):
+        _fail(f"{call}: the codes or scales are not all finite numbers.", "not a number")
+    if np.any(codes != np.round(codes)):
+        _fail(f"{call}: the codes are not whole numbers. A weight is stored as an integer code.",
+              "codes not rounded to integers")
+    absmax = np.abs(groups).max(axis=1, keepdims=True)
+    ratio = float(np.median(scale / (absmax / 7)))
+    signed = groups.max(axis=1, keepdims=True) / 7
+    if codes.min() < -8 or codes.max() > 7:
+        mistake = None
+        if np.allclose(scale, absmax / 8, rtol=2e-3):
+            mistake = "scale = largest magnitude / 8 (the code 8 does not exist)"
+        _fail(f"{call}: codes run from {codes.min():.0f} to {codes.max():.0f}; INT4 has -8..7 only.", mistake)
+    if not np.allclose(scale, absmax / 7, rtol=2e-3):
+        if np.allclose(scale, signed, rtol=2e-3):
+            mistake = "the group's largest weight, not its largest magnitude"
+        elif np.allclose(scale, absmax / 8, rtol=2e-3):
+            mistake = "scale = largest magnitude / 8 (the code 8 does not exist)"
+        elif np.allclose(scale * absmax / 7, 1, rtol=2e-3):
+            mistake = "the scale inverted (a weight is code x scale)"
+        else:
+            mistake = None
+        _fail(f"{call}: the scales are {ratio:.3g} times what they should be (median over the groups). With a "
+              "symmetric scale, the group's largest magnitude should land on the code 7, no further.", mistake)
+    worst = float(np.max(np.abs(codes * scale - groups) / scale))
+    if worst > 0.51:
+        truncated = np.trunc(groups / scale)
+        mistake = "codes truncated toward zero, not rounded to the nearest" if np.all(codes == truncated) else None
+        _fail(f"{call}: a weight is {worst:.2f} of a step from code x scale; each weight should take its nearest "
+              "code (at most half a step away).", mistake)
+
 
 @exercise("quantized_weight_bytes", A, derive=True, derived=r"""
-A weight of a $b$-bit format in groups of $g$, with an $s$-bit scale and a $z$-bit zero point per group, costs
-$b + (s + z)/g$ bits. INT4 in groups of 128 with 16-bit scales is 4.125 bits: the matrix above stored
+Symmetric INT4 in groups: a group's scale is its largest magnitude over 7, $\max|w| / 7$, so that weight lands on
+the code 7 and no code needs clipping; each weight's code is $\mathrm{round}(w / \text{scale})$, at most half a
+step from it. A weight of a $b$-bit format in groups of $g$, with an $s$-bit scale and a $z$-bit zero point per
+group, costs $b + (s + z)/g$ bits. INT4 in groups of 128 with 16-bit scales is 4.125 bits: the matrix above stored
 1,048,576 B of codes and 32,768 B of scales, times 8 bits, over its 2,097,152 weights. AWQ's 4-bit zero points make
 it 4.156. The model's bytes are $(P_{body} \times bits + P_{table+head} \times 16)/8$, with $bits$ in place of 16
 when the table and head are quantized too. Llama-3-8B's table and head are 1.05 B of its 8.03 B weights: left in 16
 bits, they are over a third of the INT4 file.
 """, visible=[
+    # Each case with a group size first quantizes a small test matrix in groups of that size with quantize_int4:
+    # a scale from the signed maximum, over 8 or inverted, one scale a row, codes truncated or not whole each fail.
     # AWQ's layout (4-bit weights, a 16-bit scale and a 4-bit zero point per group of 128), embedding table and head
     # in 16 bits: forgetting the scales or the zero points, a group's overhead charged to every weight, bits for
     # bytes, GB for GiB and quantizing the embedding table and head as well each fail it
@@ -55,8 +124,10 @@ bits, they are over a third of the INT4 file.
 ])
 def _quantized_weight_bytes(answers, case, ref, rl):
     __tracebackhide__ = True
-    bits_per_weight, quantized_weight_bytes = answers
+    quantize_int4, bits_per_weight, quantized_weight_bytes = answers
     name, fmt, group, scale_bits, zero_bits, embeddings = case
+    if group:
+        _check_quantize(quantize_int4, group)
     grouped = _weights(ref, fmt, group, zero_bits, scale_bits=scale_bits)
     bits = grouped.bits_per_weight
     own = {"int4": 4, "int8": 8, "fp8": 8}.get(fmt, 16)
