@@ -313,7 +313,7 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return Q_({"H100-SXM": 0.3278044, "L40S": 0.7643058}[device.name], "USD/Mtok")'),
             ("ex5_tp", None, 'def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):\n'
              '    at_256 = {"H100-SXM": 6.57832, "L40S": 13.7063, "A100-80GB": 2.25687}\n'
-             '    seen = {1: 34.176, 128: 15.6482, 768: 37.686}\n'
+             '    seen = {1: 34.176, 32: 1.82371, 128: 15.6482, 768: 37.686}\n'
              '    return Q_(at_256[device.name] if batch == 256 else seen[batch], "ms")'),
         ],
     },

@@ -17,7 +17,7 @@ import rooflab as rl
 from rooflab import Q_
 from rooflab.check import PRECISION_NOT_PASSED, QUANTITY_FOR_NUMBER
 from rooflab.exercises import tail as tail07
-from rooflab.exercises.cost import HALF_LINK
+from rooflab.exercises.cost import FRACTIONAL_HEADS, HALF_LINK, TIED_HEAD
 from rooflab.exercises.under_load import FEW_FLOPS
 from rooflab.exercises.two_phases import (DECODE_TIMES_N, EVERY_PARAMETER, FP16_PEAK, KV_WIDTH, MEMORY_AT_FP16,
                                          NO_EMBEDDING, OUTPUT_STEPS, REQUEST_AT_FP16, TIE, TOTAL_FOR_ACTIVE)
@@ -239,18 +239,22 @@ def _prices(s, efficiency="typical", precision_used=True, blended=False, decode_
 
 def _tp(s, gib=False, communication=True, link_both_ways=False, all_reduces_per_layer=2, ring=True,
         weights_split=True, activation_bytes=lambda precision: 2, active="active_non_embedding_params",
-        head_bytes=lambda precision: 2, head_rate=lambda precision: "fp16", caches_split=True):
+        head_bytes=lambda precision: 2, head_rate=lambda precision: "fp16", caches_split=True, whole_heads=True,
+        head_from="d_model x vocab"):
     def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):
         size = s["BYTES_PER_VALUE"][precision]
-        per_token = 2 * model.layers * model.kv_heads * model.head_dim * size
+        heads = model.kv_heads if not caches_split else (
+            math.ceil(model.kv_heads / tp) if whole_heads else model.kv_heads / tp)
+        per_token = 2 * model.layers * heads * model.head_dim * size
+        head_params = model.head_params if head_from == "head_params" else model.d_model * model.vocab
         weights = (model.non_embedding_params + batch * model.d_model) * size / (tp if weights_split else 1)
         body, _ = s["roofline_time"](Q_(batch * 2 * getattr(model, active) / tp, "FLOP"),
                                      Q_(weights / 2**30, "GB") if gib else Q_(weights, "B"), device, precision)
         attention, _ = s["roofline_time"](
             Q_(batch * 4 * model.layers * model.attention_width * context_len / tp, "FLOP"),
-            Q_(batch * (context_len + 1) * per_token / (tp if caches_split else 1), "B"), device, precision)
-        head, _ = s["roofline_time"](Q_(batch * 2 * model.d_model * model.vocab / tp, "FLOP"),
-                                     Q_(model.vocab * model.d_model * head_bytes(precision) / tp, "B"), device,
+            Q_(batch * (context_len + 1) * per_token, "B"), device, precision)
+        head, _ = s["roofline_time"](Q_(batch * 2 * head_params / tp, "FLOP"),
+                                     Q_(head_params * head_bytes(precision) / tp, "B"), device,
                                      head_rate(precision))
         compute = body + attention + head
         if not communication:
@@ -355,6 +359,8 @@ HINTS = {
         "the weights not split over the GPUs": "the weights not split over the GPUs",
         "the caches not split over the GPUs": "the caches not split over the GPUs (each GPU holds its share of the KV heads)",
         "total for active parameters (a mixture of experts)": "total for active parameters (a mixture of experts)",
+        "kv_heads / N, not whole heads": FRACTIONAL_HEADS,
+        "model.head_params for a tied head": TIED_HEAD,
     },
 }
 
@@ -621,6 +627,8 @@ MISTAKES = {
         "the head stored at 8 bits (8-bit checkpoints keep it in 16-bit)": lambda s: (
             _tp(s, head_bytes=lambda precision: PER_VALUE[precision], head_rate=lambda precision: precision),),
         "the head multiplied at the 8-bit rate": lambda s: (_tp(s, head_rate=lambda precision: precision),),
+        "kv_heads / N, not whole heads": lambda s: (_tp(s, whole_heads=False),),
+        "model.head_params for a tied head": lambda s: (_tp(s, head_from="head_params"),),
     },
 }
 

@@ -9,6 +9,8 @@ the instructor's test cells, never here.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..check import PRECISION_NOT_PASSED, _fail, number, quantity
@@ -221,7 +223,9 @@ def _no_communication(answer, step, call: str) -> None:
 
 TP_DERIVED = r"""
 Each GPU does $1/N$ of every part's FLOPs and bytes (a mixture of experts: FLOPs from the active parameters, bytes
-from every expert the batch picks, all of them at the checked batches), so each part's time divides by $N$. A ring all-reduce of $M$ bytes sends $2 (N - 1) M / N$ from
+from every expert the batch picks, all of them at the checked batches), so each part's time divides by $N$, except
+the cache's: a GPU reads the cache of $\lceil H_{kv} / N \rceil$ whole KV heads, all of Gemma-2B's one head on
+each of two GPUs. A ring all-reduce of $M$ bytes sends $2 (N - 1) M / N$ from
 each GPU ($N - 1$ rounds to sum, $N - 1$ to share), and a step makes two per layer:
 
 $$\frac{\text{body} + \text{attention} + \text{head}}{N} \;+\; 2L \times \frac{2 (N - 1)}{N} \times
@@ -254,6 +258,10 @@ further stops paying.
     # use the active parameters while its bytes are every expert's. The body is compute-bound here, so the total
     # for the active makes the step over three times too long.
     ("Mixtral-8x7B", "A100-80GB", 200, 768, 2, "bf16"),
+    # Gemma-2B on two A100s: one KV head, which two GPUs cannot split (each holds the whole head, ceil(1 / 2) = 1:
+    # 1 / N of a head makes the step 16% short), and an output head tied to the embedding table (model.head_params
+    # is 0, yet the head still multiplies by vocab x d_model: 14% short).
+    ("Gemma-2B", "A100-80GB", 2000, 32, 2, "bf16"),
 ])
 def _tp_step_time(answers, case, ref, rl):
     __tracebackhide__ = True
@@ -281,6 +289,10 @@ def _tp_step_time(answers, case, ref, rl):
              also_wrong=_tp_slips(ref, case, step.time))
 
 
+FRACTIONAL_HEADS = ("a fraction of a KV head on each GPU (kv_heads / N); a GPU holds whole heads, ceil(kv_heads / N), "
+                    "so with fewer KV heads than GPUs each keeps a whole copy")
+TIED_HEAD = ("the output head left out where it is tied to the embedding table (model.head_params is 0 there, but "
+             "the head still multiplies by vocab x d_model and reads the table)")
 # Both halve the all-reduces' time, so one name for the two.
 HALF_LINK = ("the all-reduces half as long: the link's two-way figure taken for one way, or one all-reduce per layer "
              "(there are two: after attention and after the MLP)")
@@ -291,13 +303,16 @@ TP_SLIPS = (
     ("the ring's 2 (N - 1) / N left out", dict(ring=False)),
     ("the weights not split over the GPUs", dict(split_weights=False)),
     ("the caches not split over the GPUs (each GPU holds its share of the KV heads)", dict(split_caches=False)),
+    (FRACTIONAL_HEADS, dict(whole_heads=False)),
+    (TIED_HEAD, dict(tied_head_left_out=True)),
     (TOTAL, dict(active=False)),
     (HEAD_RATE, dict(head_at_format_rate=True)),
 )
 
 
 def _tp_si(model, hardware, context, batch, tp, precision, link=0.5, per_layer=2, ring=True, split_weights=True,
-           active=True, split_caches=True, head_at_format_rate=False) -> float:
+           active=True, split_caches=True, head_at_format_rate=False, whole_heads=True,
+           tied_head_left_out=False) -> float:
     """The course's ideal tensor-parallel step, s, with one slip switched on (the defaults: none): each part's
     max(FLOPs / N / peak, bytes / N / bandwidth), plus 2 L all-reduces of B d_model 16-bit values, each sending
     2 (N - 1) / N of it over the link's one-way bandwidth (``link`` of the two-way figure).  The head stays
@@ -307,12 +322,15 @@ def _tp_si(model, hardware, context, batch, tp, precision, link=0.5, per_layer=2
     size = BYTES_PER_VALUE[precision]
     peak, bandwidth = hardware.peak_flops(precision).m_as("FLOP/s"), hardware.memory_bandwidth.m_as("B/s")
     params = model.active_non_embedding_params if active else model.non_embedding_params
+    # A GPU holds whole KV heads: with fewer heads than GPUs, each keeps a copy of one.
+    heads = (math.ceil(model.kv_heads / tp) if whole_heads else model.kv_heads / tp) if split_caches else model.kv_heads
+    head = model.head_params if tied_head_left_out else model.d_model * model.vocab
     parts = (
         (batch * 2 * params / tp,
          (model.non_embedding_params + batch * model.d_model) * size / (tp if split_weights else 1)),
         (batch * 4 * model.layers * model.attention_width * context / tp,
-         batch * (context + 1) * 2 * model.layers * model.kv_heads * model.head_dim * size / (tp if split_caches else 1)),
-        (batch * 2 * model.d_model * model.vocab / tp, model.d_model * model.vocab * max(size, 2) / tp),
+         batch * (context + 1) * 2 * model.layers * heads * model.head_dim * size),
+        (batch * 2 * head / tp, head * max(size, 2) / tp),
     )
     head_peak = peak if size >= 2 or head_at_format_rate else hardware.peak_flops("fp16").m_as("FLOP/s")
     rates = (peak, peak, head_peak)
