@@ -372,6 +372,19 @@ def test_the_term_message_says_the_factor_and_the_slip():
     assert "the cache term 8 times too large: bits for bytes in that term?" in message
 
 
+def test_another_terms_slip_is_said_only_where_it_explains_the_answer_as_well():
+    # Weights 16 GB, cache 2 GB, and a third term of 2.0004 MB: the cache doubled (+2 GB) and the third term
+    # 1000 times too large (+1.9984 GB) differ by 0.0016 GB, 0.009% of the 18 GB sum, within the 0.1% tolerance
+    # but not as well as the exact doubling, so it is not offered; an equal 2 GB weights-side term doubled is.
+    small = Q_(2.0004, "MB")
+    message = fails(Q_(20.0020004, "GB"), WEIGHTS + CACHE + small, rel=1e-3,
+                    terms={"weights": WEIGHTS, "cache": CACHE, "logits": small})
+    assert "[mistake: the cache term doubled]" in message and "(or" not in message
+    both = {"weights": WEIGHTS, "cache": Q_(3, "GB"), "table": Q_(3, "GB")}  # 22 GB, and 25 GB with either doubled
+    message = fails(Q_(25, "GB"), Q_(22, "GB"), rel=1e-3, terms=both)
+    assert "(or the table term twice what it should be)" in message or "(or the cache term twice" in message
+
+
 def test_seconds_added_to_milliseconds_in_a_sum_of_times():
     # TTFT 0.2 s plus 255 steps of 30 ms = 7.85 s; the TTFT's 0.2 added as if it were milliseconds.
     terms = {"TTFT": Q_(0.2, "s"), "decode": Q_(255 * 30, "ms")}

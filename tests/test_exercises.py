@@ -196,6 +196,21 @@ def test_int4_reveal_quotes_the_students_count_beside_the_librarys():
     assert "careful count says 3.1" in said  # the library's, named as such
 
 
+def test_the_prefill_in_steps_answer_is_the_one_the_numbers_give():
+    """01's third prediction, by hand (Llama-3-8B, H100, FP16, ideal): the 2,000-token prefill's FLOPs are about
+    2 x 6.98e9 x 2,000 + 2 x 32 x 4,096 x 2,000^2 = 29.0 TFLOP, 29.3 ms at 989 TFLOP/s; a decode step reads about
+    16 GB of weights and 0.26 GB of cache, 4.9 ms at 3.35 TB/s: about 6 steps, nearer 6 than 1 or 60 (on a log
+    scale the bands meet at 2.4 and 19)."""
+    m, h100 = rl.model("Llama-3-8B"), rl.hardware("H100")
+    by_hand = ((2 * m.active_non_embedding_params * 2000 + 2 * m.layers * m.attention_width * 2000**2)
+               / h100.peak_flops("fp16").m_as("FLOP/s")) / ((m.total_params * 2 + 2000 * 131072)
+                                                            / h100.memory_bandwidth.m_as("B/s"))
+    assert 2.4 < by_hand < 19
+    assert exercises.get_question("prefill_in_steps").answer == "about 6"
+    said = exercises.get_question("prefill_in_steps").explain(rl)
+    assert re.search(r"[5-8]\.\d steps' time", said), said
+
+
 def test_a_profile_point_may_be_slowed_by_load_but_not_typed_in(monkeypatch):
     """The re-timing band of assignment 8 (exercises.measure): a student's time at most 3x faster and 8x slower than
     the checker's best.  The checker's best is fixed here at 64 ms (the idle best of the 128-token prefill on this

@@ -393,10 +393,13 @@ def _term_mistake(got, expected, name, shown, rel, terms: Mapping[str, object], 
     if not found:
         return
     found.sort(key=lambda f: f[0])
-    _, term, tag, looks = found[0]
+    best, term, tag, looks = found[0]
     # Another term that a slip explains as well is said too; another slip of the same term is not (a term
-    # left out and the same term 1000 times too small look alike, and the first is the likelier).
-    others = sorted({f"the {t} term {l.split(':')[0].split(' (')[0]}" for _, t, g, l in found[1:] if t != term})
+    # left out and the same term 1000 times too small look alike, and the first is the likelier).  "As well" is
+    # to rounding: at 2,000 tokens Llama-3-8B's logits x 1000 come within 0.1% of its attention term, a coincidence
+    # that an exact doubling of attention should not be blamed on.
+    others = sorted({f"the {t} term {l.split(':')[0].split(' (')[0]}" for e, t, g, l in found[1:]
+                     if t != term and e <= 2 * best + 1e-6})
     also = f" (or {'; or '.join(others)})" if others else ""
     _fail(f"{name} = {shown}, expected {_describe(expected)} ({_percent(rel)}): it is the expected "
           f"{' + '.join(terms)} with the {term} term {looks}{also}", tag)

@@ -196,9 +196,11 @@ def request(
 
     The prefill makes the first token and decode steps the others, each at the context the request has
     reached; the ITL is their mean (with one output token, the step a second would take) and the end-to-end
-    time the prefill and every step.  The last token is never fed back into the model, which sets the context
-    the request needs.  Assignment 1 derives the counts; docs/formulas.md gives them.  Raises ContextTooLong beyond the model's context, and DoesNotFit when weights plus the full
-    cache exceed 0.9 of the usable memory unless ``allow_overflow``.
+    time the prefill and every step.  The last token is never fed back into the model, which sets the
+    context the request reaches (checked against the model's); memory is checked for a slot for every token of
+    the prompt and the answer, one more than the cache ever holds.  Assignment 1 derives the
+    counts; docs/formulas.md gives them.  Raises ContextTooLong beyond the model's context, and DoesNotFit when
+    weights plus that cache exceed 0.9 of the usable memory unless ``allow_overflow``.
     """
     s = setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     n = lengths(prompt_len, "prompt_len")

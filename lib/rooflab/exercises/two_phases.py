@@ -161,7 +161,12 @@ def _decode_bytes(answers, case, ref, rl):
              terms={"weights": every_weight, "KV cache": kv}, precision=precision)
 
 
-@exercise("roofline_time", A, derive=True, visible=[
+@exercise("roofline_time", A, derive=True, derived=r"""
+$$t = \max\left(\frac{F}{P_\text{format}},\ \frac{B}{W}\right),$$
+the work waits on whichever roof is slower; it is compute-bound when $F / P \ge B / W$, that is when its intensity
+$F / B$ is at or above the ridge point $P / W$. The peak is the format's (FP8 tensor cores run at twice the FP16
+rate); the bandwidth is the same whatever the format.
+""", visible=[
     # Memory-bound, F and B in odd units: a compute-only time, compute + memory instead of the max (+8%),
     # a magnitude taken without its unit (TFLOP against MB), milliseconds for seconds, the wrong word.
     ((0.3, "TFLOP"), (12_000, "MB"), "H100", "fp16"),
@@ -456,6 +461,29 @@ def _chatbot_spec(ref):
             f"improves {ttft.m_as(''):.2f}x, the ITL {itl.m_as(''):.2f}x. A chatbot turn of a 50-token question and "
             f"a 500-token answer spends {chat.decode_share.m_as(''):.1%} of its time decoding (Llama-3-8B, H100), "
             "and its short prompts are memory-bound too: memory bandwidth sets how fast it answers.")
+
+
+PREFILL_IN_STEPS = {
+    "about 1": ("1", "1x", "about 1x", "the same", "about the same"),
+    "about 6": ("6", "6x", "about 6x"),
+    "about 60": ("60", "60x", "about 60x"),
+    "about 2000": ("2000", "2,000", "2000x", "2,000x", "about 2,000", "about 2000x", "about 2,000x"),
+}
+
+
+@question("prefill_in_steps", A, "about 6", PREFILL_IN_STEPS, revisited_in="Exercise 2")
+def _prefill_in_steps(ref):
+    h100 = ref.hardware("H100")
+    long = ref.prefill("Llama-3-8B", "H100", 2000)
+    step = ref.decode_step("Llama-3-8B", "H100", 2000)
+    compute = (long.flops / h100.peak_flops("fp16")).to("ms")
+    steps = (long.time / step.time).m_as("")
+    return (f"The 2,000-token prefill takes {long.time.m_as('ms'):.1f} ms and one decode step at that context "
+            f"{step.time.m_as('ms'):.2f} ms (Llama-3-8B, H100, ideal, the library's count): {steps:.1f} steps' time "
+            f"for 2,000 tokens. A step is paid for in bytes: it moves {step.bytes.m_as('GB'):.1f} GB, nearly all of "
+            "it weights, for one token. The prefill reads the weights once for all 2,000 tokens and waits instead on "
+            f"its FLOPs, {compute.m_as('ms'):.0f} ms at the peak. Per token, the prefill is about "
+            f"{2000 / steps:.0f} times cheaper than a decode step.")
 
 
 TURN_OPTIONS = {
