@@ -43,7 +43,7 @@ def test_the_parts_and_what_is_left_add_up_to_the_gap(net):
     assert math.isclose(made.unexplained_si, 0.001, rel_tol=1e-9)
     text = made.table()
     assert text.startswith("decode step at batch 4: yours 12.00 ms; timed again with its pieces 10.00 ms")
-    assert "unexplained" in text and "17%" in text and "60% of the calibrated roofline" in text  # 1 / 6; 3 / 5
+    assert "unexplained" in text and "17%" in text and "60% of their roofline's speed" in text  # 1 / 6; 3 / 5
     assert "waiting for the core" in text and " 8%" in text  # 0.5 / 6
     fast = gap.Gap("prefill", 8, 0.001, 0.002, 0.0, 0.001, 0.001, 0.0, 0.0, 0.0)
     assert "at or below the roofline" in fast.table()
