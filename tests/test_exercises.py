@@ -196,6 +196,35 @@ def test_int4_reveal_quotes_the_students_count_beside_the_librarys():
     assert "careful count says 3.1" in said  # the library's, named as such
 
 
+def test_quantize_int4_takes_every_scale_that_keeps_each_weight_on_its_nearest_code():
+    """03 Exercise 1 (a) is checked by property (round 16: a scale of max(max w / 7, -min w / 8), which uses the
+    code -8 and a finer step, was refused though right).  By hand, the paper group -0.21..0.35: 0.35 / 7 = 0.05 either
+    way.  Codes rounded against a float32 scale instead of the stored FP16 one pass too; a scale coarser than the
+    largest magnitude over 7 (here / 6) does not."""
+    import numpy as np
+
+    from rooflab.exercises.quantization import _check_quantize
+
+    def quantizer(scale_of, stored=np.float16, against_stored=True):
+        def quantize_int4(w, group_size):
+            groups = w.astype(np.float32).reshape(-1, group_size)
+            exact = scale_of(groups)
+            scale = exact.astype(stored)
+            codes = np.clip(np.round(groups / (scale.astype(np.float32) if against_stored else exact)), -8, 7)
+            return codes.astype(np.int8), scale
+        return quantize_int4
+
+    uses_minus_8 = quantizer(lambda g: np.maximum(g.max(axis=1, keepdims=True) / 7, -g.min(axis=1, keepdims=True) / 8))
+    absmax = lambda g: np.abs(g).max(axis=1, keepdims=True) / 7  # noqa: E731
+    assert max(0.35 / 7, 0.21 / 8) == 0.35 / 7
+    for group in (32, 64, 128):
+        _check_quantize(uses_minus_8, group)
+        _check_quantize(quantizer(absmax, against_stored=False), group)
+        _check_quantize(quantizer(absmax, stored=np.float32), group)
+    with pytest.raises(AssertionError, match="coarser steps"):
+        _check_quantize(quantizer(lambda g: np.abs(g).max(axis=1, keepdims=True) / 6), 128)
+
+
 def test_the_prefill_in_steps_answer_is_the_one_the_numbers_give():
     """01's third prediction, by hand (Llama-3-8B, H100, FP16, ideal): the 2,000-token prefill's FLOPs are about
     2 x 6.98e9 x 2,000 + 2 x 32 x 4,096 x 2,000^2 = 29.0 TFLOP, 29.3 ms at 989 TFLOP/s; a decode step reads about

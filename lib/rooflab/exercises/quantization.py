@@ -77,35 +77,37 @@ def _check_quantize(quantize_int4, group_size: int) -> None:
               "codes not rounded to integers")
     absmax = np.abs(groups).max(axis=1, keepdims=True)
     ratio = float(np.median(scale / (absmax / 7)))
-    signed = groups.max(axis=1, keepdims=True) / 7
+    named = _scale_slip(scale, groups, absmax)
     if codes.min() < -8 or codes.max() > 7:
-        mistake = None
-        if np.allclose(scale, absmax / 8, rtol=2e-3):
-            mistake = "scale = largest magnitude / 8 (the code 8 does not exist)"
-        _fail(f"{call}: codes run from {codes.min():.0f} to {codes.max():.0f}; INT4 has -8..7 only.", mistake)
-    if not np.allclose(scale, absmax / 7, rtol=2e-3):
-        if np.allclose(scale, signed, rtol=2e-3):
-            mistake = "the group's largest weight, not its largest magnitude"
-        elif np.allclose(scale, absmax / 8, rtol=2e-3):
-            mistake = "scale = largest magnitude / 8 (the code 8 does not exist)"
-        elif np.allclose(scale * absmax / 7, 1, rtol=2e-3):
-            mistake = "the scale inverted (a weight is code x scale)"
-        else:
-            mistake = None
-        _fail(f"{call}: the scales are {ratio:.3g} times what they should be (median over the groups). With a "
-              "symmetric scale, the group's largest magnitude should land on the code 7, no further.", mistake)
+        _fail(f"{call}: codes run from {codes.min():.0f} to {codes.max():.0f}; INT4 has -8..7 only.", named)
+    if np.any(scale <= 0):
+        _fail(f"{call}: a scale is zero or negative; each group's scale should be a positive step size.", named)
+    # Any scale passes that puts every weight within half a step of a code in -8..7 and is no coarser than the
+    # largest magnitude over 7: max(largest / 7, -smallest / 8), which also uses the code -8, is as good.
     worst = float(np.max(np.abs(codes * scale - groups) / scale))
     if worst > 0.51:
-        truncated = np.trunc(groups / scale)
-        mistake = "codes truncated toward zero, not rounded to the nearest" if np.all(codes == truncated) else None
+        truncated = np.all(codes == np.trunc(groups / scale))
+        mistake = named or ("codes truncated toward zero, not rounded to the nearest" if truncated else None)
         _fail(f"{call}: a weight is {worst:.2f} of a step from code x scale; each weight should take its nearest "
-              "code (at most half a step away).", mistake)
+              "code (at most half a step away), none clipped.", mistake)
+    if np.any(scale > absmax / 7 * (1 + 2e-3)):
+        _fail(f"{call}: the scales are {ratio:.3g} times the group's largest magnitude over 7 (median over the "
+              "groups): coarser steps than the codes need, so the weights are rounded more than they must be.", named)
+
+
+def _scale_slip(scale: np.ndarray, groups: np.ndarray, absmax: np.ndarray) -> str | None:
+    """The named slip whose scales these are, if any."""
+    slips = {"the group's largest weight, not its largest magnitude": groups.max(axis=1, keepdims=True) / 7,
+             "scale = largest magnitude / 8 (the code 8 does not exist)": absmax / 8,
+             "the scale inverted (a weight is code x scale)": 7 / absmax}
+    return next((name for name, value in slips.items() if np.allclose(scale, value, rtol=2e-3)), None)
 
 
 @exercise("quantized_weight_bytes", A, derive=True, derived=r"""
 Symmetric INT4 in groups: a group's scale is its largest magnitude over 7, $\max|w| / 7$, so that weight lands on
 the code 7 and no code needs clipping; each weight's code is $\mathrm{round}(w / \text{scale})$, at most half a
-step from it. A weight of a $b$-bit format in groups of $g$, with an $s$-bit scale and a $z$-bit zero point per
+step from it. (A group whose largest magnitude is negative may use the code -8 for it, a scale of
+$\max(\max w / 7, -\min w / 8)$: a step as fine or finer, and the check takes it.) A weight of a $b$-bit format in groups of $g$, with an $s$-bit scale and a $z$-bit zero point per
 group, costs $b + (s + z)/g$ bits. INT4 in groups of 128 with 16-bit scales is 4.125 bits: the matrix above stored
 1,048,576 B of codes and 32,768 B of scales, times 8 bits, over its 2,097,152 weights. AWQ's 4-bit zero points make
 it 4.156. The model's bytes are $(P_{body} \times bits + P_{table+head} \times 16)/8$, with $bits$ in place of 16
