@@ -149,8 +149,10 @@ class Efficiency:
                  f"  plus {self.overhead:.3g~P} a pass; an all-reduce at {self.allreduce_efficiency:.0%} of the link "
                  f"+ {self.allreduce_latency:.3g~P}"]
         if self.median_error is not None:
+            # Novices in four notebooks read the maximum as the model's typical error: say it is one row's.
             lines.append(f"  error on published measurements: median {self.median_error:.0%}{within}, max "
-                         f"{self.max_error:.0%} (describe(detail=True) names the worst row and the sources)")
+                         f"{self.max_error:.0%} on its single worst row (describe(detail=True) names it and the "
+                         "sources)")
         return "\n".join(lines)
 
 
