@@ -32,5 +32,5 @@ def test_late_pending_review_and_missing_read_as_words():
 def test_a_long_reason_is_cut_to_sixty_characters_and_flags_are_counted():
     text = table([_row(status="ungradable", reason="x" * 80, flags=["a", "b"])])
     assert "x" * 57 + "..." in text and "x" * 58 not in text
-    # student, assignment, score, (no written answers: blank), status, flags, reason
-    assert text.splitlines()[2].split()[3:5] == ["ungradable", "2"]
+    # student, assignment, score ("-": an ungradable hand-in has no number, as in the exports), status, flags
+    assert text.splitlines()[2].split()[2:5] == ["-", "ungradable", "2"]

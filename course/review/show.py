@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def table(rows) -> str:
     """Fixed-width table of student, assignment, score, written answers, status, flags and reason."""
-    header = ("student", "assignment", "score", "by hand", "status", "flags", "reason")
+    header = ("student", "assignment", "score", "by hand", "status", "flags", "reason")  # flags: a count; grades.csv lists them
     lines = [(r.student, r.assignment, _score(r), _by_hand(r), r.status,
               str(len(r.flags)) if r.flags else "", r.reason if len(r.reason) <= 60 else r.reason[:57] + "...")
              for r in rows]
@@ -16,7 +16,8 @@ def table(rows) -> str:
 
 
 def _score(row) -> str:
-    if row.status == "not submitted":
+    # No number where the export writes none: an ungradable hand-in read as 0/40 (round 16's instructor).
+    if row.status in ("not submitted", "ungradable"):
         return "-"
     late = f" ({row.late}" + (f", -{row.late_penalty:g}" if getattr(row, "late_penalty", 0) else "") + ")" \
         if getattr(row, "late", "") else ""
