@@ -5,7 +5,8 @@ from __future__ import annotations
 
 def table(rows) -> str:
     """Fixed-width table of student, assignment, score, written answers, status, flags and reason."""
-    header = ("student", "assignment", "score", "by hand", "status", "flags", "reason")  # flags: a count; grades.csv lists them
+    # flags: a count (grades.csv lists them)
+    header = ("student", "assignment", "score", "by hand", "status", "flags", "reason")
     lines = [(r.student, r.assignment, _score(r), _by_hand(r), r.status,
               str(len(r.flags)) if r.flags else "", r.reason if len(r.reason) <= 60 else r.reason[:57] + "...")
              for r in rows]

@@ -49,13 +49,13 @@ def _test_matrix(group_size: int) -> np.ndarray:
 
 
 def _check_quantize(quantize_int4, group_size: int) -> None:
-    """quantize_int4's codes and scales on a test matrix: one scale a group, the largest magnitude on the code 7,
-    whole codes in -8..7, each weight on its nearest code (checked by property, so ties may round either way)."""
+    """quantize_int4's codes and scales on a test matrix, by property (ties may round either way): one scale a group,
+    no coarser than the largest magnitude over 7, whole codes in -8..7, each weight on its nearest code."""
     __tracebackhide__ = True
     w = _test_matrix(group_size)
     call = f"quantize_int4(w, {group_size}) on a {w.shape[0]} x {w.shape[1]} matrix"
     result = quantize_int4(w.copy(), group_size)
-    if not (isinstance(result, tuple) and len(result) == 2):
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
         _fail(f"{call} should return a pair (codes, scale), got {type(result).__name__}.")
     groups = w.astype(np.float64).reshape(-1, group_size)
     try:
@@ -107,8 +107,8 @@ def _scale_slip(scale: np.ndarray, groups: np.ndarray, absmax: np.ndarray) -> st
 Symmetric INT4 in groups: a group's scale is its largest magnitude over 7, $\max|w| / 7$, so that weight lands on
 the code 7 and no code needs clipping; each weight's code is $\mathrm{round}(w / \text{scale})$, at most half a
 step from it. (A group whose largest magnitude is negative may use the code -8 for it, a scale of
-$\max(\max w / 7, -\min w / 8)$: a step as fine or finer, and the check takes it.) A weight of a $b$-bit format in groups of $g$, with an $s$-bit scale and a $z$-bit zero point per
-group, costs $b + (s + z)/g$ bits. INT4 in groups of 128 with 16-bit scales is 4.125 bits: the matrix above stored
+$\max(\max w / 7, -\min w / 8)$: a step as fine or finer, and the check takes it.) A weight of a $b$-bit format
+in groups of $g$, with an $s$-bit scale and a $z$-bit zero point per group, costs $b + (s + z)/g$ bits. INT4 in groups of 128 with 16-bit scales is 4.125 bits: the matrix above stored
 1,048,576 B of codes and 32,768 B of scales, times 8 bits, over its 2,097,152 weights. AWQ's 4-bit zero points make
 it 4.156. The model's bytes are $(P_{body} \times bits + P_{table+head} \times 16)/8$, with $bits$ in place of 16
 when the table and head are quantized too. Llama-3-8B's table and head are 1.05 B of its 8.03 B weights: left in 16
