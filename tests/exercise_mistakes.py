@@ -662,6 +662,11 @@ def _with_bits(rule):
     return answers
 
 
+def _bytes_slip(s, quantized_weight_bytes):
+    """Exercise 1's answers with the reference quantize_int4 and bits_per_weight and a slipped byte count."""
+    return s["quantize_int4"], s["bits_per_weight"], quantized_weight_bytes
+
+
 def _quantize(scale_of=None, row=False, rounding=np.round):
     """Exercise 1's answers with a quantize_int4 that takes each group's scale from ``scale_of(groups)``, one scale
     a row (``row``), or codes made by ``rounding`` in place of rounding to the nearest."""
@@ -879,19 +884,19 @@ MISTAKES.update({
         "one scale per row": _quantize(row=True),
         "codes truncated, not rounded": _quantize(rounding=np.trunc),
         "codes not rounded at all": _quantize(rounding=lambda x: x),
-        "bits for bytes": lambda s: (s["quantize_int4"], s["bits_per_weight"], _weight_bytes(s, unit=lambda b: Q_(b * 8, "B"))),
-        "GB for GiB": lambda s: (s["quantize_int4"], s["bits_per_weight"], _weight_bytes(s, unit=lambda b: Q_(b / 2**30, "GB"))),
-        "a bare number where a quantity is asked": lambda s: (s["quantize_int4"], s["bits_per_weight"], _weight_bytes(s, unit=float)),
+        "bits for bytes": lambda s: _bytes_slip(s, _weight_bytes(s, unit=lambda b: Q_(b * 8, "B"))),
+        "GB for GiB": lambda s: _bytes_slip(s, _weight_bytes(s, unit=lambda b: Q_(b / 2**30, "GB"))),
+        "a bare number where a quantity is asked": lambda s: _bytes_slip(s, _weight_bytes(s, unit=float)),
         "forgot the group scales and zero points": _with_bits(lambda scale, zero, group: 0),
         "forgot the zero points": _with_bits(lambda scale, zero, group: scale / group),
         "a group's scale and zero point charged to every weight": _with_bits(lambda scale, zero, group: scale + zero),
         "scale_bits ignored (always 16)": _with_bits(lambda scale, zero, group: (16 + zero) / group),
-        "quantized the embedding table and head as well": lambda s: (
-            s["quantize_int4"], s["bits_per_weight"], _weight_bytes(s, edges=lambda body, quantized: body)),
-        "the embedding table and head always in 16 bits": lambda s: (
-            s["quantize_int4"], s["bits_per_weight"], _weight_bytes(s, edges=lambda body, quantized: 16)),
-        "every weight counted as a body weight": lambda s: (
-            s["quantize_int4"], s["bits_per_weight"], lambda model, fmt, group_size=None, zero_bits=0, quantize_embeddings=False: Q_(
+        "quantized the embedding table and head as well": lambda s: _bytes_slip(
+            s, _weight_bytes(s, edges=lambda body, quantized: body)),
+        "the embedding table and head always in 16 bits": lambda s: _bytes_slip(
+            s, _weight_bytes(s, edges=lambda body, quantized: 16)),
+        "every weight counted as a body weight": lambda s: _bytes_slip(
+            s, lambda model, fmt, group_size=None, zero_bits=0, quantize_embeddings=False: Q_(
                 model.total_params * s["bits_per_weight"](fmt, group_size, zero_bits=zero_bits) / 8, "B")),
     },
     "decode_speedup": {
