@@ -279,17 +279,8 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
         ],
     },
     "06_cost": {
-        "ms_for_s": [
-            ("ex5_tp", "    return body + attention + head + 2 * model.layers * allreduce",
-             '    return Q_((body + attention + head + 2 * model.layers * allreduce).m_as("ms"), "s")'),
-        ],
-        "gb_for_gib": [
-            ("ex5_tp", 'Q_((model.non_embedding_params + batch * model.d_model) * bytes_per_value / tp, "B")',
-             'Q_((model.non_embedding_params + batch * model.d_model) * bytes_per_value / tp / 2**30, "GB")'),
-        ],
-        "forgot_k_and_v": [
-            ("ex5_tp", "kv_per_token = 2 * model.layers", "kv_per_token = model.layers"),
-        ],
+        # Its answers are prices of the library's own times, in pint units: no time or memory size of their own to
+        # slip (the three unit students get the reference answers here).
         "raises": [
             ("ex1_cost", "    return (price / tokens_per_second)", "    return (price / 0 / tokens_per_second)"),
         ],
@@ -311,7 +302,40 @@ EDITS: dict[str, dict[str, list[tuple[str, str, str]]]] = {
              '    return Q_(0.4018, "USD/Mtok")'),
             ("ex3_sla", None, 'def cost_at_sla(model, device, prompt_len, output_len, ttft_limit, itl_limit, price, precision="fp16"):\n'
              '    return Q_({"H100-SXM": 0.3278044, "L40S": 0.7643058}[device.name], "USD/Mtok")'),
-            ("ex5_tp", None, 'def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):\n'
+        ],
+    },
+    "06b_tensor_parallel": {
+        "ms_for_s": [
+            ("ex2_tp", "    return body + attention + head + 2 * model.layers * allreduce",
+             '    return Q_((body + attention + head + 2 * model.layers * allreduce).m_as("ms"), "s")'),
+        ],
+        "gb_for_gib": [
+            ("ex2_tp", 'Q_((model.non_embedding_params + batch * model.d_model) * bytes_per_value / tp, "B")',
+             'Q_((model.non_embedding_params + batch * model.d_model) * bytes_per_value / tp / 2**30, "GB")'),
+        ],
+        "forgot_k_and_v": [
+            ("ex2_tp", "kv_per_token = 2 * model.layers", "kv_per_token = model.layers"),
+        ],
+        "raises": [
+            ("ex1_ring", "    return (2 * (gpus - 1) / gpus * message / one_way)",
+             "    return (2 * (gpus - 1) / gpus * message / 0 / one_way)"),
+        ],
+        "infinite_loop": [
+            ("ex2_tp", "def tp_step_time(", "while True:  # a loop left running\n    pass\n\n\ndef tp_step_time("),
+        ],
+        "kills_kernel": [
+            ("ex1_ring", "def all_reduce_time(", "import os\nos._exit(1)\n\n\ndef all_reduce_time("),
+        ],
+        "warning": [
+            ("ex2_tp", "    bytes_per_value = BYTES_PER_VALUE[precision]\n",
+             "    import warnings\n    warnings.warn('the link latency is ignored')\n"
+             "    bytes_per_value = BYTES_PER_VALUE[precision]\n"),
+        ],
+        "hard_coded": [
+            # the visible cases' answers, looked up by the GPU count or the batch; the other cells are hers
+            ("ex1_ring", None, 'def all_reduce_time(message, gpus, device):\n'
+             '    return Q_({1: 0.0, 2: 2.330169e-6, 4: 9.8304e-5, 8: 3.82293e-7}[gpus], "s")'),
+            ("ex2_tp", None, 'def tp_step_time(model, device, context_len, batch, tp, precision="fp16"):\n'
              '    at_256 = {"H100-SXM": 6.57832, "L40S": 13.7063, "A100-80GB": 2.25687}\n'
              '    seen = {1: 34.176, 32: 1.82371, 128: 15.6482, 768: 37.686}\n'
              '    return Q_(at_256[device.name] if batch == 256 else seen[batch], "ms")'),

@@ -17,7 +17,7 @@ import rooflab as rl
 from rooflab import Q_
 from rooflab.check import PRECISION_NOT_PASSED, QUANTITY_FOR_NUMBER
 from rooflab.exercises import tail as tail07
-from rooflab.exercises.cost import FRACTIONAL_HEADS, HALF_LINK, TIED_HEAD
+from rooflab.exercises.tensor_parallel import FRACTIONAL_HEADS, HALF_LINK, HALF_RING, NO_RING, TIED_HEAD, WHOLE_CHUNKS
 from rooflab.exercises.under_load import FEW_FLOPS
 from rooflab.exercises.two_phases import (DECODE_TIMES_N, EVERY_PARAMETER, FP16_PEAK, KV_WIDTH, MEMORY_AT_FP16,
                                          NO_EMBEDDING, OUTPUT_STEPS, REQUEST_AT_FP16, TIE, TOTAL_FOR_ACTIVE)
@@ -339,7 +339,7 @@ HINTS = {
         "the precision left at its default": PRECISION_NOT_PASSED + " (the step and the prefill at fp16)",
         "the prompt length for the mean context": "the prompt length for the mean context",
     },
-    # 06_cost: Exercises 2 and 3 give the quantities and one question; Exercise 4 is the undictated derivation.
+    # 06_cost: Exercises 2 and 3 give the quantities and one question.
     "token_prices": {
         "B + k tokens for the decode step's B": "B + k tokens for the decode step's B",
         "the two prices swapped": "the two prices swapped",
@@ -351,6 +351,15 @@ HINTS = {
         "the TTFT target left out": "the TTFT target left out",
         "the precision left at its default": PRECISION_NOT_PASSED + " (to engine_state, or to both)",
         "batch 1, not the best batch": "batch 1, not the best batch",
+    },
+    # 06b: the ring's time is derived from the ring's counts, the split step from it.
+    "all_reduce_time": {
+        "the link's two-way bandwidth for one way": HALF_RING,
+        "only the summing half of the ring ((N - 1) / N)": HALF_RING,
+        "the whole message sent each round": WHOLE_CHUNKS,
+        "2 M whatever N": NO_RING,
+        "2 (N - 1) / N left out": "2 (N - 1) / N left out (a factor of 1)",
+        "a group of one GPU charged for an all-reduce": "a group of one GPU charged for an all-reduce",
     },
     "tp_step_time": {
         "the link's two-way bandwidth for one way": HALF_LINK,
@@ -612,6 +621,26 @@ MISTAKES = {
         "the TTFT target left out": lambda s: (_cost_at_sla(s, ttft=False),),
         "the precision left at its default": lambda s: (_cost_at_sla(s, precision_used=False),),
         "batch 1, not the best batch": lambda s: (_cost_at_sla(s, batch_one=True),),
+    },
+    # 06b_tensor_parallel
+    "all_reduce_time": {
+        "the link's two-way bandwidth for one way": lambda s: (
+            lambda message, n, device: (2 * (n - 1) / n * message / device.interconnect_bandwidth).to("s"),),
+        "only the summing half of the ring ((N - 1) / N)": lambda s: (
+            lambda message, n, device: ((n - 1) / n * message / (device.interconnect_bandwidth / 2)).to("s"),),
+        "the whole message sent each round": lambda s: (
+            lambda message, n, device: (2 * (n - 1) * message / (device.interconnect_bandwidth / 2)).to("s"),),
+        "2 M whatever N": lambda s: (
+            lambda message, n, device: (2 * message / (device.interconnect_bandwidth / 2)).to("s"),),
+        "2 (N - 1) / N left out": lambda s: (
+            lambda message, n, device: (message / (device.interconnect_bandwidth / 2)).to("s") * int(n > 1),),
+        "a group of one GPU charged for an all-reduce": lambda s: (
+            lambda message, n, device: (max(2 * (n - 1) / n, 1) * message / (device.interconnect_bandwidth / 2)
+                                        ).to("s"),),
+        "milliseconds for seconds": lambda s: (
+            lambda message, n, device: Q_(s["all_reduce_time"](message, n, device).m_as("ms"), "s"),),
+        "a bare number where a quantity is asked": lambda s: (
+            lambda message, n, device: s["all_reduce_time"](message, n, device).m_as("s"),),
     },
     "tp_step_time": {
         "TP speed-up assumed N-fold (communication ignored)": lambda s: (_tp(s, communication=False),),

@@ -6,6 +6,7 @@ max(FLOPs / peak, bytes / bandwidth), summed (docs/curriculum.md, "Counting conv
 """
 
 import csv
+import dataclasses
 import math
 
 import numpy as np
@@ -121,6 +122,34 @@ def test_tensor_parallel_step_of_llama_3_70b_on_two_h100s():
     # the speed-up over one (imaginary, larger) H100 is just under 2: the all-reduces are not free
     one = rl.decode_step("Llama-3-70B", "H100", context, batch, allow_overflow=True).time
     assert 1.95 < (one / step.time).m_as("") < 2.0
+
+
+def test_ring_all_reduce_time_by_hand():
+    """A ring of N sends 2 (N - 1) chunks of M / N from each GPU: 1 MiB on two H100s (450 GB/s each way) is one
+    message's worth, 1,048,576 / 450e9 = 2.330 µs; 2 MiB on four L40S (32 GB/s each way) is 1.5 of it, 98.304 µs."""
+    assert rl.all_reduce_time(Q_(1_048_576, "B"), 2, "H100").m_as("us") == pytest.approx(1_048_576 / 450e9 * 1e6)
+    assert rl.all_reduce_time(Q_(2_097_152, "B"), 4, "L40S").m_as("us") == pytest.approx(98.304)
+    assert rl.all_reduce_time(Q_(1, "MB"), 1, "H100").m_as("s") == 0  # a group of one sends nothing
+    # MI300X: seven Infinity Fabric links of 896 / 7 = 128 GB/s two ways; a group of 4 reaches 3 of them, 192 GB/s
+    # one way: 1.5 x 2e6 / 192e9 = 15.625 µs
+    assert rl.all_reduce_time(Q_(2, "MB"), 4, "MI300X").m_as("us") == pytest.approx(15.625)
+    # typical: the bytes at its share of the link, plus its fixed cost
+    e = rl.efficiency("typical")
+    typical = rl.all_reduce_time(Q_(1_048_576, "B"), 2, "H100", efficiency="typical").m_as("s")
+    assert typical == pytest.approx(e.allreduce_latency.m_as("s") + 1_048_576 / 450e9 / e.allreduce_efficiency)
+    # the step's communication is its 2 L all-reduces of B d 16-bit values: Llama-3-70B, batch 8, 80 layers
+    step = rl.tensor_parallel_step("Llama-3-70B", "H100", 2000, 8, tp=4)
+    one = rl.all_reduce_time(Q_(8 * 8192 * 2, "B"), 4, "H100")
+    assert step.communication.m_as("s") == pytest.approx(2 * 80 * one.m_as("s"), rel=1e-9)
+    with pytest.raises(ValueError, match="message must not be negative"):
+        rl.all_reduce_time(Q_(-1, "B"), 2, "H100")
+    with pytest.raises(Exception, match="message"):
+        rl.all_reduce_time(Q_(1, "ms"), 2, "H100")
+    with pytest.raises(ValueError, match="gpus"):
+        rl.all_reduce_time(Q_(1, "B"), 0, "H100")
+    alone = dataclasses.replace(rl.hardware("H100"), interconnect_bandwidth_si=None)  # an H100 with no link
+    with pytest.raises(ValueError, match="no GPU-to-GPU interconnect"):
+        rl.all_reduce_time(Q_(1, "B"), 2, alone)
 
 
 def test_money_and_energy_formulas():

@@ -1,4 +1,4 @@
-"""The grading pipeline end to end on the simulated class (nine assignments, sixteen students).
+"""The grading pipeline end to end on the simulated class (ten assignments, sixteen students).
 
 Expected scores are derived from which test cells each student's fault breaks.
 
@@ -21,9 +21,11 @@ decode_parts [1+6]; moe_decode (experts read, body bytes, compute-bound batch) [
 05_under_load (30 autograded, 7 of them in visible tests, no written answer; its predictions are recorded, not
 graded): step_time and tokens_per_second [1+3]; engine_state [2+7]; frontier_curve and bend_batch [2+6];
 best_batch [2+7].  frontier_curve and best_batch call engine_state: a slip there is charged once (the cascade).
-06_cost (30 autograded, 8 visible; the written answer 10): cost_per_million [1+2]; token_prices [2+6];
-cost_at_sla [1+4]; tp_step_time [4+10].  token_prices and cost_at_sla call cost_per_million (charged once); the
-course's engine_state and best_batch come from rooflab.earlier.
+06_cost (20 autograded, 4 visible, no written answer): cost_per_million [1+3]; token_prices [2+8]; cost_at_sla
+[1+5].  token_prices and cost_at_sla call cost_per_million (charged once); the course's engine_state and best_batch
+come from rooflab.earlier.  Its answers price the library's own times: the three unit students get the reference.
+06b_tensor_parallel (20 autograded, 6 visible; the written answer 10): all_reduce_time [2+4]; tp_step_time [4+10].
+tp_step_time calls all_reduce_time (charged once).
 
 07_tail (30 autograded, 6 of them in visible tests; predictions, the explorer's question and the optional "Going
 further" exercises, prefix_tokens_saved and highest_rate, carry no points): mean_wait [1+6]; stall [2+6];
@@ -46,7 +48,7 @@ from tests.conftest import BARE
 pytestmark = pytest.mark.slow
 
 A, B, C, D, E, F = "01_two_phases", "02_kv_cache", "03_quantization", "04_crossover", "05_under_load", "07_tail"
-G, H, I = "08_measure", "06_cost", "04b_long_prompts"
+G, H, I, J = "08_measure", "06_cost", "04b_long_prompts", "06b_tensor_parallel"
 # 01_two_phases: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_A = {
     # (student, assignment): (score, status, manual points pending)
@@ -232,29 +234,50 @@ EXPECTED_E = {
 }
 # 06_cost: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_H = {
-    # 30 autograded points, the written deployment (10) waits for the instructor
-    ("ada", H): (30, "graded", 10), ("blaise", H): (0, "graded", 0),
-    # the first half of the 4 answer cells, (4 + 1) // 2 = 2: cost_per_million [1+2] and token_prices [2+6]: 3 + 8
-    ("cora", H): (11, "graded", 0),
-    # ms for s in tp_step_time [4+10]: 30 - 14
-    ("dmitri", H): (16, "graded", 10),
-    # GB for GiB in tp_step_time's weight bytes: 7% short at batch 1, where the body is nearly all, outside the 1%
-    # tolerance [4+10]: 30 - 14
-    ("edsger", H): (16, "graded", 10),
-    # forgot K and V in tp_step_time: the caches are most of the step of 256 sequences at 2,000 tokens [4+10]: 30 - 14
-    ("frances", H): (16, "graded", 10),
-    # cost_per_million divides by zero [1+2]; token_prices and cost_at_sla call it and pass with the course's
-    # cost_per_million (a slip charged once): 30 - 3
-    ("grace", H): (27, "graded", 10),
-    ("hedy", H): (22, "graded", 10),  # the loop stops token_prices being defined [2+6]: 30 - 8
-    ("ivan", H): (30, "graded", 10), ("joan", H): (30, "graded", 10), ("linus", H): (30, "graded", 10),
-    ("niklaus", H): (30, "graded", 10),
+    # 20 autograded points and no written answer
+    ("ada", H): (20, "graded", 0), ("blaise", H): (0, "graded", 0),
+    # the first half of the 3 answer cells, (3 + 1) // 2 = 2: cost_per_million [1+3] and token_prices [2+8]: 4 + 10
+    ("cora", H): (14, "graded", 0),
+    # no time or memory size of their own to slip: the reference answers
+    ("dmitri", H): (20, "graded", 0), ("edsger", H): (20, "graded", 0), ("frances", H): (20, "graded", 0),
+    # cost_per_million divides by zero [1+3]; token_prices and cost_at_sla call it and pass with the course's
+    # cost_per_million (a slip charged once): 20 - 4
+    ("grace", H): (16, "graded", 0),
+    ("hedy", H): (10, "graded", 0),  # the loop stops token_prices being defined [2+8]: 20 - 10
+    ("ivan", H): (20, "graded", 0), ("joan", H): (20, "graded", 0), ("linus", H): (20, "graded", 0),
+    ("niklaus", H): (20, "graded", 0),
     ("katherine", H): (0, "ungradable", 0),
-    ("olga", H): (25, "graded", 10),  # os._exit in cost_at_sla's cell [1+4]: 30 - 5
+    ("olga", H): (14, "graded", 0),  # os._exit in cost_at_sla's cell [1+5]: 20 - 6
     ("mallory", H): (0, "graded", 0),
-    # hard-coded visible answers in cost_per_million [1], cost_at_sla [1] and tp_step_time [4]; token_prices calls
-    # her cost_per_million, which fails its hidden test, and passes with the course's [2+6]: 1 + 8 + 1 + 4
-    ("margaret", H): (14, "graded", 10),
+    # hard-coded visible answers in cost_per_million [1] and cost_at_sla [1]; token_prices calls her
+    # cost_per_million, which fails its hidden test, and passes with the course's [2+8]: 1 + 10 + 1
+    ("margaret", H): (12, "graded", 0),
+}
+# 06b_tensor_parallel: (student, assignment): (score, status, manual points pending), with the arithmetic.
+EXPECTED_J = {
+    # 20 autograded points, the written deployment (10) waits for the instructor
+    ("ada", J): (20, "graded", 10), ("blaise", J): (0, "graded", 0),
+    # the first half of the 2 answer cells, (2 + 1) // 2 = 1: all_reduce_time [2+4]
+    ("cora", J): (6, "graded", 0),
+    # ms for s in tp_step_time [4+10]: 20 - 14
+    ("dmitri", J): (6, "graded", 10),
+    # GB for GiB in tp_step_time's weight bytes: 7% short at batch 1, where the body is nearly all, outside the 1%
+    # tolerance [4+10]: 20 - 14
+    ("edsger", J): (6, "graded", 10),
+    # forgot K and V in tp_step_time: the caches are most of the step of 256 sequences at 2,000 tokens [4+10]: 20 - 14
+    ("frances", J): (6, "graded", 10),
+    # all_reduce_time divides by zero [2+4]; tp_step_time calls it and passes with the course's (charged once): 20 - 6
+    ("grace", J): (14, "graded", 10),
+    ("hedy", J): (6, "graded", 10),  # the loop stops tp_step_time being defined [4+10]: 20 - 14
+    ("ivan", J): (20, "graded", 10), ("joan", J): (20, "graded", 10), ("linus", J): (20, "graded", 10),
+    ("niklaus", J): (20, "graded", 10),
+    ("katherine", J): (0, "ungradable", 0),
+    # os._exit in all_reduce_time's cell, before its def [2+4]; tp_step_time calls the missing function and passes
+    # with the course's (charged once): 20 - 6
+    ("olga", J): (14, "graded", 10),
+    ("mallory", J): (0, "graded", 0),
+    # hard-coded visible answers in all_reduce_time [2] and tp_step_time [4]: 2 + 4
+    ("margaret", J): (6, "graded", 10),
 }
 # 07_tail: (student, assignment): (score, status, manual points pending), with the arithmetic.
 EXPECTED_F = {
@@ -312,7 +335,7 @@ EXPECTED_G = {
     ("margaret", G): (10, "graded", 5),
 }
 EXPECTED = {**EXPECTED_A, **EXPECTED_B, **EXPECTED_C, **EXPECTED_D, **EXPECTED_I, **EXPECTED_E, **EXPECTED_H,
-            **EXPECTED_F, **EXPECTED_G}
+            **EXPECTED_J, **EXPECTED_F, **EXPECTED_G}
 MAXIMA = {
     A: 40,
     B: 30,
@@ -320,7 +343,8 @@ MAXIMA = {
     D: 20,
     I: 20,
     E: 30,
-    H: 30,
+    H: 20,
+    J: 20,
     F: 30,
     G: 25,
 }
@@ -331,7 +355,8 @@ GRADED_CELLS = {  # graded cells of each assignment (test cells and written answ
     D: 6,  # 3 visible and 3 hidden test cells, no written answer
     I: 6,  # 3 visible and 3 hidden test cells and the written answer, one fewer as for the others
     E: 8,  # no written answer: 4 visible and 4 hidden test cells
-    H: 8,  # 4 visible and 4 hidden test cells and the written answer, one fewer as for the others
+    H: 6,  # 3 visible and 3 hidden test cells, no written answer
+    J: 4,  # 2 visible and 2 hidden test cells and the written answer, one fewer as for the others
     F: 8,  # 4 visible and 4 hidden test cells and the written answer, one fewer (9 -> 8), as for 01-05
     G: 12,
 }
@@ -352,16 +377,16 @@ def test_every_student_gets_the_grade_the_design_implies(graded):
 @pytest.mark.exhaustive
 def test_reference_full_marks_and_blank_zero_on_every_cell(graded):
     _, rows = graded
-    for assignment in (A, B, C, D, I, E, H, F, G):
+    for assignment in (A, B, C, D, I, E, H, J, F, G):
         assert all(score == top for score, top in rows["ada", assignment].cells.values())
         assert all(score == 0 for score, _ in rows["blaise", assignment].cells.values())
-    assert {a: len(rows["blaise", a].cells) for a in (A, B, C, D, I, E, H, F, G)} == GRADED_CELLS
+    assert {a: len(rows["blaise", a].cells) for a in (A, B, C, D, I, E, H, J, F, G)} == GRADED_CELLS
 
 
 @pytest.mark.exhaustive
 def test_reasons_are_recorded(graded):
     _, rows = graded
-    for assignment in (A, B, C, D, I, E, H, F, G):
+    for assignment in (A, B, C, D, I, E, H, J, F, G):
         assert "not valid JSON" in rows["katherine", assignment].reason
         assert any("did not finish" in f or "stopped its kernel" in f for f in rows["olga", assignment].flags)
         assert any("input_transformers_post" in f for f in rows["mallory", assignment].flags)
@@ -382,7 +407,7 @@ def test_checker_names_the_mistakes(graded):
     assert ("test_decode_bytes_hidden", "forgot K and V (or the 2 bytes of an fp16 value)") in rows["frances", A].mistakes
     assert ("test_kv_per_token_visible", "forgot K and V (or the 2 bytes of an fp16 value)") in rows["frances", B].mistakes
     assert ("test_step_visible", "milliseconds for seconds") in rows["dmitri", E].mistakes
-    assert ("test_tp_hidden", "GB for GiB") in rows["edsger", H].mistakes  # tp_step_time moved to 06_cost
+    assert ("test_tp_hidden", "GB for GiB") in rows["edsger", J].mistakes  # tp_step_time moved to 06b
     assert ("test_wait_visible", "milliseconds for seconds") in rows["dmitri", F].mistakes
     assert ("test_profiles_visible", "seconds written as milliseconds") in rows["dmitri", G].mistakes
 

@@ -20,7 +20,8 @@ POINTS = {  # (autograded, written) points of each assignment
     "04_crossover": (20, 0),
     "04b_long_prompts": (20, 10),
     "05_under_load": (30, 0),
-    "06_cost": (30, 10),
+    "06_cost": (20, 0),
+    "06b_tensor_parallel": (20, 10),
     "07_tail": (30, 10),
     "08_measure": (25, 5),
 }
@@ -63,12 +64,13 @@ def test_every_function_exercise_has_visible_and_hidden_tests(assignment):
     tests = [nbgrader(c)["grade_id"] for c in cells(SOURCE, assignment) if nbgrader(c).get("grade") and c["cell_type"] == "code"]
     visible = {t[: -len("_visible")] for t in tests if t.endswith("_visible")}
     hidden = {t[: -len("_hidden")] for t in tests if t.endswith("_hidden")}
-    # 05, 06_cost and 07_tail ask for four larger exercises within the same 60-90 minutes as six smaller ones
-    # elsewhere: 05's each a model built on the one before (the steady state, its frontier, the search under the SLA),
-    # 06_cost's two of them derivations (prompt and generated tokens priced apart, the tensor-parallel step), 07's four
-    # derivations with its two simulation exercises left ungraded at the end (issue 24's 90 minutes). 04 and 04b
-    # are the two halves of one notebook a novice needed three to four hours for: three exercises each.
-    fewer = {"04_crossover": 3, "04b_long_prompts": 3, "05_under_load": 4, "06_cost": 4, "07_tail": 4}
+    # 05 and 07_tail ask for four larger exercises within the same 60-90 minutes as six smaller ones elsewhere: 05's
+    # each a model built on the one before (the steady state, its frontier, the search under the SLA), 07's four
+    # derivations with its two simulation exercises left ungraded at the end (issue 24's 90 minutes). 04 and 04b, 06
+    # and 06b are the halves of notebooks a novice needed three to five hours for: 04, 04b and 06 have three
+    # exercises each, 06b two derivations (the ring's time, the split step built on it) and the written deployment.
+    fewer = {"04_crossover": 3, "04b_long_prompts": 3, "05_under_load": 4, "06_cost": 3, "06b_tensor_parallel": 2,
+             "07_tail": 4}
     assert visible == hidden and len(visible) >= fewer.get(assignment, 6)
 
 
@@ -310,7 +312,7 @@ def test_quantization_matrix_cell_shows_what_its_text_says():
 
 
 def test_cost_quotes_the_library():
-    """06_cost's figures come from the library, and the model answer of the written question matches them."""
+    """06_cost's figures come from the library, and 06b's model answer of the written question matches them."""
     solved = cells(SOLUTIONS, "06_cost")
     shown = "".join(text_of(cell) for cell in solved)
     llama, h100 = rl.model("Llama-3-8B"), rl.hardware("H100")
@@ -322,6 +324,8 @@ def test_cost_quotes_the_library():
     assert f"{s.cost_per_million_input(price):.3f~P} for prompt tokens" in shown
     assert f"{s.cost_per_million_output(price):.3f~P} for generated ones" in shown
     hourly = rl.example_price(h100).m_as("USD/h")
+    solved = cells(SOLUTIONS, "06b_tensor_parallel")  # the deployment brief sits beside tensor parallelism
+    shown = "".join(text_of(cell) for cell in solved)
 
     def option(precision, tp):
         """(copies, GPUs, dollars a month rounded to 100, the SLA point) for the brief: 20 requests/s at peak."""
@@ -456,10 +460,11 @@ def test_crossover_derived_texts_hold():
     ("05_under_load", {"step_time": "read once for the whole batch", "engine_state": "T = D + kF",
                        "frontier_curve": r"\text{ridge} \times \text{MFU}/\text{MBU}", "best_batch": r"\arg\max_B"}),
     ("06_cost", {"cost_per_million": r"3600 \times \text{tokens per second}", "token_prices": r"\frac{P}{O - 1}",
-                 "cost_at_sla": "price / throughput", "tp_step_time": r"\frac{2 (N - 1)}{N}"}),
+                 "cost_at_sla": "price / throughput"}),
+    ("06b_tensor_parallel", {"all_reduce_time": r"\frac{2 (N - 1)}{N}", "tp_step_time": r"\lceil H_{kv} / N \rceil"}),
 ])
 def test_formulas_sit_in_the_derived_text_not_the_notebook(assignment, formulas):
-    """Issue 24: 05's and 06_cost's formulas are shown under the check once the visible cases pass
+    """Issue 24: 05's, 06_cost's and 06b's formulas are shown under the check once the visible cases pass
     (Exercise.derived), never in the release a student reads before answering."""
     from rooflab import exercises
 

@@ -49,6 +49,7 @@ from .fleet import (
     max_concurrency,
     steady_state,
     tensor_parallel_step,
+    all_reduce_time,
     workload,
 )
 from .crossover import (
@@ -77,6 +78,7 @@ __all__ = [
     "decode_compute_bound_batch", "prefill_compute_bound_len", "ttft_exceeds_decode_len",
     "SLAUnmet", "SteadyState", "Workload", "best_under_sla", "cost_per_million_tokens", "energy_per_token",
     "example_price", "example_prices", "frontier", "max_concurrency", "steady_state", "tensor_parallel_step",
+    "all_reduce_time",
     "workload",
     "measure", "profiles", "tiny_transformer",
 ]

@@ -26,7 +26,8 @@ from .units import Q_
 
 __all__ = ["BYTES_PER_VALUE", "decode_flops", "prefill_flops", "weight_bytes", "kv_bytes_per_token",
            "decode_bytes", "roofline_time", "ttft_and_itl", "decode_step_time", "mean_context", "step_time",
-           "tokens_per_second", "engine_state", "frontier_curve", "bend_batch", "best_batch", "cost_per_million"]
+           "tokens_per_second", "engine_state", "frontier_curve", "bend_batch", "best_batch", "cost_per_million",
+           "all_reduce_time"]
 
 # The assignment whose exercise each function answers.
 WRITTEN_IN = {
@@ -35,7 +36,7 @@ WRITTEN_IN = {
     "kv_bytes_per_token": "02_kv_cache", "decode_step_time": "02_kv_cache",
     "step_time": "05_under_load", "tokens_per_second": "05_under_load", "engine_state": "05_under_load",
     "frontier_curve": "05_under_load", "bend_batch": "05_under_load", "best_batch": "05_under_load",
-    "cost_per_million": "06_cost",
+    "cost_per_million": "06_cost", "all_reduce_time": "06b_tensor_parallel",
 }
 
 # Bytes per stored value of each 16- and 8-bit format (assignment 1).
@@ -179,3 +180,11 @@ def best_batch(model, device, prompt_len, output_len, ttft_limit, itl_limit, pre
 def cost_per_million(price, tokens_per_second):
     """Dollars per million output tokens, USD/Mtok, of a GPU rented at ``price`` making ``tokens_per_second``."""
     return (price / tokens_per_second).to("USD/Mtok")
+
+
+def all_reduce_time(message, gpus, device):
+    """Seconds of one ideal ring all-reduce of ``message`` bytes on each of ``gpus`` GPUs of ``device``, over the
+    link's one-way bandwidth (assignment 6b's Exercise 1: its formula is left to the notebook)."""
+    if gpus == 1:
+        return Q_(0.0, "s")  # a group of one sends nothing
+    return (2 * (gpus - 1) / gpus * message / (device.interconnect_bandwidth / 2)).to("s")

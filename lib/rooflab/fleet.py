@@ -44,7 +44,7 @@ import numpy as np
 import pint
 
 from .efficiency import Efficiency, efficiency as _efficiency
-from .hardware import Hardware
+from .hardware import Hardware, hardware as _hardware
 from .models import Model
 from .precision import Precision
 from .memory import GPU_MEMORY_UTILIZATION, DoesNotFit, check_fit, footprint, weights_message
@@ -55,7 +55,7 @@ from .validation import fraction, lengths
 
 __all__ = [
     "Workload", "workload", "SteadyState", "steady_state", "frontier", "best_under_sla", "max_concurrency",
-    "ParallelStep", "tensor_parallel_step", "cost_per_million_tokens", "energy_per_token", "Price",
+    "ParallelStep", "tensor_parallel_step", "all_reduce_time", "cost_per_million_tokens", "energy_per_token", "Price",
     "example_prices", "example_price", "SLAUnmet", "TYPICAL_ALLREDUCE_LATENCY", "PRICES",
 ]
 
@@ -242,7 +242,13 @@ def _pass_si(g: _Group, decode_seqs, context, prefill_tokens, prefill_sq, prefil
     if n == 1:
         return cost, 0.0 * tokens
     message = tokens * m.d_model * _ACTIVATION_BYTES
-    return cost, 2.0 * m.layers * (g.latency + 2.0 * (n - 1) / n * message / g.link)
+    return cost, 2.0 * m.layers * _all_reduce_si(message, n, g.link, g.latency)
+
+
+def _all_reduce_si(message, n: int, link: float, latency: float):
+    """Seconds of one ring all-reduce of ``message`` bytes on each of ``n`` GPUs: each sends 2 (n - 1) / n of it
+    (n - 1 rounds of reduce-scatter, n - 1 of all-gather, a 1/n chunk each) at ``link`` B/s, plus ``latency``."""
+    return latency + 2.0 * (n - 1) / n * message / link
 
 
 # -- memory ----------------------------------------------------------------------------------------------
@@ -608,6 +614,29 @@ def tensor_parallel_step(
     fits = check_fit(g.s, b * (c + 1), f"step on tp={g.tp}", allow_overflow, tp=g.tp, kv_share=g.kv_share)
     cost, comm = _pass_si(g, b, c, 0.0, 0.0, 0.0, fits)
     return ParallelStep(cost, comm if isinstance(comm, np.ndarray) else float(comm), g.tp)
+
+
+def all_reduce_time(message: pint.Quantity, gpus: int, hardware: Hardware | str,
+                    efficiency: str | Efficiency = "ideal") -> pint.Quantity:
+    """Return the time of one ring all-reduce of ``message`` (bytes on each GPU) among ``gpus`` GPUs, in µs.
+
+    Counted: the bytes each GPU sends round the ring, over the link one way (half the datasheet's two-way
+    ``interconnect_bandwidth``; fewer links on a mesh: :meth:`Hardware.link_bandwidth_si`), at the preset's
+    all-reduce efficiency, plus its fixed cost; nothing on one GPU.  Assignment 6b derives the count from a ring run
+    in numpy; docs/formulas.md gives it.
+    """
+    device = _hardware(hardware)
+    nbytes = to_si(message, "bytes", "message")
+    if np.any(np.asarray(nbytes) < 0):
+        raise ValueError(f"message must not be negative, got {message}")
+    n = lengths(gpus, "gpus")
+    if np.ndim(n):
+        raise TypeError("gpus must be one whole number of GPUs, not an array")
+    if n == 1:
+        return quantity(0.0 * np.asarray(nbytes, dtype=float), "time").to("µs")
+    preset = _efficiency(efficiency)
+    link = device.link_bandwidth_si(n) * preset.allreduce_efficiency
+    return quantity(_all_reduce_si(nbytes, n, link, preset.allreduce_latency_si), "time").to("µs")
 
 
 # -- money and energy ---------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ Predictions and questions that are revealed, not graded, are :class:`Question` s
 
 One module per assignment registers its exercises: :mod:`.two_phases`,
 :mod:`.kv_cache`, :mod:`.quantization`, :mod:`.crossover`, :mod:`.long_prompts`,
-:mod:`.under_load`, :mod:`.cost`, :mod:`.tail`,
+:mod:`.under_load`, :mod:`.cost`, :mod:`.tensor_parallel`, :mod:`.tail`,
 :mod:`.measure`.
 """
 
@@ -35,6 +35,7 @@ ASSIGNMENTS = {
     "04b_long_prompts": "long_prompts",
     "05_under_load": "under_load",
     "06_cost": "cost",
+    "06b_tensor_parallel": "tensor_parallel",
     "07_tail": "tail",
     "08_measure": "measure",
 }
@@ -73,14 +74,16 @@ DERIVED = {
     ),
     # 06_cost prices what 05 modelled: 05's steady state and SLA search stay on.
     "06_cost": (
-        "fleet.cost_per_million_tokens", "fleet.energy_per_token", "fleet.tensor_parallel_step",
+        "fleet.cost_per_million_tokens", "fleet.energy_per_token",
         "fleet.SteadyState.cost_per_million", "fleet.SteadyState.cost_per_million_input",
         "fleet.SteadyState.cost_per_million_output", "fleet.SteadyState.energy_per_token",
     ),
-    # 06 asks for formulas the library has no function for (M/D/1, blocks, prefix, speculation); its simulations
+    # 06b splits one copy over several GPUs: the ring all-reduce and the tensor-parallel step.
+    "06b_tensor_parallel": ("fleet.all_reduce_time", "fleet.tensor_parallel_step"),
+    # 07 asks for formulas the library has no function for (M/D/1, blocks, prefix, speculation); its simulations
     # run on rooflab.simulate, a tool the notebook hands out, not an answer.
     "07_tail": (),
-    # 07's derivations (a prompt's roofline, a step's, MFU and MBU, the crossover) are 01's and 04's answers again.
+    # 08's derivations (a prompt's roofline, a step's, MFU and MBU, the crossover) are 01's and 04's answers again.
     "08_measure": (),
 }
 
