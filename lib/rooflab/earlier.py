@@ -4,7 +4,7 @@ A later notebook imports what it builds on (``from rooflab.earlier import
 decode_step_time``) instead of retyping it.  These are the back-of-envelope
 versions of the exercises, not the library's careful counts: every weight is
 read once per pass, and all of them, the output head's included, are stored in
-the one format asked for.  The library (and assignment 6's ``tp_step_time``)
+the one format asked for.  The library (and assignment 6b's ``tp_step_time``)
 keeps the head in 16-bit at FP8, as shipped FP8 checkpoints do, so at FP8 its
 step comes out a little slower than :func:`step_time`; at 16-bit they agree.
 

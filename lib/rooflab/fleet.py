@@ -604,7 +604,7 @@ def tensor_parallel_step(
 
     Each GPU computes and reads its share of the body, the attention over its KV heads' caches and the head, then
     the group sums its partial activations with ring all-reduces (16-bit whatever the weights' format) over the
-    link's one-way bandwidth, half ``interconnect_bandwidth``.  Assignment 6 derives the count; docs/formulas.md
+    link's one-way bandwidth, half ``interconnect_bandwidth``.  Assignment 6b derives the count; docs/formulas.md
     gives it.
     """
     g = _group(model, hardware, precision, tp, efficiency, mfu, mbu, overhead, allreduce_latency)
