@@ -143,10 +143,12 @@ def test_ring_all_reduce_time_by_hand():
     assert step.communication.m_as("s") == pytest.approx(2 * 80 * one.m_as("s"), rel=1e-9)
     with pytest.raises(ValueError, match="message must not be negative"):
         rl.all_reduce_time(Q_(-1, "B"), 2, "H100")
-    with pytest.raises(Exception, match="message"):
+    with pytest.raises(TypeError, match="message must have the dimension of GB"):
         rl.all_reduce_time(Q_(1, "ms"), 2, "H100")
-    with pytest.raises(ValueError, match="gpus"):
+    with pytest.raises(ValueError, match="gpus must be at least 1"):
         rl.all_reduce_time(Q_(1, "B"), 0, "H100")
+    with pytest.raises(ValueError, match="gpus must be a whole number, got 2.5"):
+        rl.all_reduce_time(Q_(1, "B"), 2.5, "H100")
     alone = dataclasses.replace(rl.hardware("H100"), interconnect_bandwidth_si=None)  # an H100 with no link
     with pytest.raises(ValueError, match="no GPU-to-GPU interconnect"):
         rl.all_reduce_time(Q_(1, "B"), 2, alone)

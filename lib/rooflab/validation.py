@@ -42,7 +42,7 @@ def lengths(value: object, name: str, minimum: int = 1) -> int | np.ndarray:
             if not np.all(np.isfinite(array)):
                 raise ValueError(f"{name} must be finite, got {value!r}")
             if not np.all(array == np.round(array)):
-                raise ValueError(f"{name} must be a whole number of tokens or sequences, got {value!r}")
+                raise ValueError(f"{name} must be a whole number, got {value!r}")
         if array.ndim and not array.size:  # reductions over a sweep (its longest context) have no empty answer
             raise ValueError(f"{name} is an empty array: a sweep needs at least one value")
         if array.size and array.min() < minimum:
