@@ -119,6 +119,31 @@ def test_large_batch_is_priced_per_operation(llama, h100):
     assert round(big.time.m_as("ms"), 1) == 35.0 and round(big.one_operation_time.m_as("ms"), 1) == 19.9
 
 
+def test_check_pass_reads_each_cache_once(llama, h100):
+    """Speculation's check pass at batch 256, context 2,000, k = 4 drafts: each sequence adds 5 tokens.  Body and
+    head work on 1,280 tokens (compute-bound: 1,280 x 2 P / 989.4 TFLOP/s = 18.06 ms; 1,280 x 2 d V = 1.36 ms);
+    attention does 1,280 tokens' FLOPs (1.36 ms) but reads each of the 256 caches once and writes 5 new K, V:
+    256 x 2,005 x 131,072 B / 3.35 TB/s = 20.08 ms.  A decode step of 1,280 sequences would read 5x the cache."""
+    tokens = 256 * 5
+    body = roof(tokens * 2 * P, (P + tokens * D) * 2)
+    attention = roof(tokens * 4 * L * A * 2000, 256 * (2000 + 5) * KV)
+    head = roof(tokens * 2 * D * V, V * D * 2)
+    assert [round(t * 1e3, 2) for t in (body, attention, head)] == [18.06, 20.08, 1.36]
+    check = rl.decode_step(llama, h100, 2000, 256, new_tokens=5, allow_overflow=True)
+    assert {k: c.time.m_as("s") for k, c in check.parts.items()} == pytest.approx(
+        {"body": body, "attention": attention, "head": head})
+    assert check.time.m_as("ms") == pytest.approx(39.50, abs=0.005)
+    wide = rl.decode_step(llama, h100, 2000, tokens, allow_overflow=True)
+    assert wide.parts["attention"].bytes.m_as("B") == pytest.approx(tokens * 2001 * KV)
+    assert wide.time > 2 * check.time  # 100 ms of it reading caches five times over
+    # one new token is the plain decode step
+    assert rl.decode_step(llama, h100, 2000, 8, new_tokens=1).time == rl.decode_step(llama, h100, 2000, 8).time
+    with pytest.raises(ValueError, match="new_tokens"):
+        rl.decode_step(llama, h100, 2000, new_tokens=0)
+    with pytest.raises(rl.ContextTooLong):
+        rl.decode_step(llama, h100, 8190, new_tokens=5)
+
+
 def test_request_2000_300(llama, h100):
     r = rl.request(llama, h100, prompt_len=2000, output_len=300, precision="fp16")
     # 299 decode steps at contexts 2000..2298, all memory-bound: memory time is linear, so the mean is at 2149

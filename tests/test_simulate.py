@@ -20,14 +20,17 @@ def prefill_time(prompt_len, efficiency="typical"):
 # -- the prices are the library's -------------------------------------------------------------------------------
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 8000), st.integers(1, 256), st.integers(0, 6000), st.sampled_from(["ideal", "typical"]))
-def test_a_pass_costs_what_prefill_and_decode_step_say(prompt, batch, context, efficiency):
+@given(st.integers(1, 8000), st.integers(1, 256), st.integers(0, 6000), st.sampled_from(["ideal", "typical"]),
+       st.integers(1, 8))
+def test_a_pass_costs_what_prefill_and_decode_step_say(prompt, batch, context, efficiency, width):
     p = _prices(MODEL, DEVICE, "fp16", efficiency, 8193, 0.9)
     alone = _pass_time(p, prompt, 1, p.prefill_compute * prompt**2, p.prefill_memory * prompt)
     assert alone == pytest.approx(prefill_time(prompt, efficiency), rel=1e-9)
-    step = _pass_time(p, batch, batch, p.decode_compute * batch * context,
-                      batch * p.decode_memory0 + p.decode_memory1 * batch * context)
-    expected = rl.decode_step(MODEL, DEVICE, context, batch, efficiency=efficiency, allow_overflow=True).time_si
+    # a decode step (width 1), or speculation's check pass: each sequence adds width tokens, its cache read once
+    step = _pass_time(p, batch * width, batch * width, width * p.decode_compute * batch * context,
+                      batch * width * p.decode_memory0 + p.decode_memory1 * batch * context)
+    expected = rl.decode_step(MODEL, DEVICE, context, batch, efficiency=efficiency, allow_overflow=True,
+                              new_tokens=width).time_si
     assert step == pytest.approx(expected, rel=1e-9)
 
 

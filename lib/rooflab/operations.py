@@ -153,24 +153,27 @@ def price_body(s: Setup, flops, nbytes) -> Cost:
 
 
 def forward_pass(s: Setup, decode_seqs, context, prefill_tokens, prefill_sq, prefill_seqs, fits=True,
-                 tp: int = 1, kv_share: float = 1.0) -> Cost:
+                 tp: int = 1, kv_share: float = 1.0, new_tokens=1) -> Cost:
     """One forward pass on each GPU of a group of ``tp``, as its operations plus one overhead.
 
-    ``decode_seqs`` sequences add a token at ``context``; ``prefill_tokens`` prompt tokens (``prefill_seqs``
-    prompts whose squared lengths sum to ``prefill_sq``) are prefilled.  Body: 2 P_active FLOPs a token, the
-    weights read once (an MoE body as three operations, see weight_matmuls); attention: 4 L A c FLOPs a
-    decoding sequence and 2 L A N^2 a prompt, the caches read and
-    the new K, V written (``kv_share`` of them on one GPU); head: 2 d V FLOPs a sequence that gets logits,
-    V x d weights read.  Each divided by ``tp``.
+    ``decode_seqs`` sequences add ``new_tokens`` tokens each at ``context`` (1 in a decode step, k + 1 in the
+    check pass of k speculative drafts); ``prefill_tokens`` prompt tokens (``prefill_seqs`` prompts whose
+    squared lengths sum to ``prefill_sq``) are prefilled.  Body: 2 P_active FLOPs a token, the weights read once
+    (an MoE body as three operations, see weight_matmuls); attention: 4 L A c FLOPs a decoding token and
+    2 L A N^2 a prompt, each cache read once and the new K, V written (``kv_share`` of them on one GPU); head:
+    2 d V FLOPs a token that gets logits, V x d weights read.  Each divided by ``tp``.
     """
     m = s.model
-    tokens = decode_seqs + prefill_tokens
+    decode_tokens = decode_seqs * new_tokens
+    tokens = decode_tokens + prefill_tokens
     width = m.layers * m.attention_width
     parts = {name: price_body(s, w.flops / tp, w.bytes / tp) for name, w in weight_matmuls(s, tokens).items()}
     parts.update({
-        "attention": price(s, (decode_seqs * 4.0 * width * context + prefill_sq * 2.0 * width) / tp,
-                           (decode_seqs * (context + 1.0) + prefill_tokens) * s.kv_per_token * kv_share, s.peak),
-        "head": price(s, (decode_seqs + prefill_seqs) * 2.0 * m.d_model * m.vocab / tp,
+        # The new tokens of one sequence share its cache: it is read once however many of them there are.
+        "attention": price(s, (decode_tokens * 4.0 * width * context + prefill_sq * 2.0 * width) / tp,
+                           (decode_seqs * (context + new_tokens) + prefill_tokens) * s.kv_per_token * kv_share,
+                           s.peak),
+        "head": price(s, (decode_tokens + prefill_seqs) * 2.0 * m.d_model * m.vocab / tp,
                       m.vocab * m.d_model * s.embedding_bytes / tp, s.head_peak),
     })
     return combine(parts, s.overhead, fits)
@@ -182,9 +185,10 @@ def prefill_pass(s: Setup, prompt_len, batch, fits=True) -> Cost:
     return forward_pass(s, 0.0, 0.0, tokens, tokens * prompt_len, batch, fits)
 
 
-def decode_pass(s: Setup, context_len, batch, fits=True) -> Cost:
-    """One decode step of ``batch`` sequences at ``context_len``: a pass with no prompt tokens."""
-    return forward_pass(s, batch, context_len, 0.0, 0.0, 0.0, fits)
+def decode_pass(s: Setup, context_len, batch, fits=True, new_tokens=1) -> Cost:
+    """One decode step of ``batch`` sequences at ``context_len``, each adding ``new_tokens``: a pass with no
+    prompt tokens."""
+    return forward_pass(s, batch, context_len, 0.0, 0.0, 0.0, fits, new_tokens=new_tokens)
 
 
 @dataclass(frozen=True, slots=True)

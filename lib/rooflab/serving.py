@@ -103,18 +103,24 @@ def decode_step(
     overhead: pint.Quantity | None = None,
     allow_overflow: bool = False,
     efficiency: str | Efficiency = "ideal",
+    new_tokens=1,
 ) -> Cost:
-    """Return the Cost of one decode step, in parts: ``batch`` sequences each add a token after ``context_len``.
+    """Return the Cost of one decode step, in parts: ``batch`` sequences each add ``new_tokens`` tokens (one
+    unless told) after ``context_len``.
 
     The time, in s, is the sum of the three operations' roofline times (the body's weight matmuls, read once
     for the whole batch; attention over each sequence's cache, its new K and V written; the output head) plus
-    the overhead; ``parts`` holds each.  Assignment 1 derives the count; docs/formulas.md gives it.
+    the overhead; ``parts`` holds each.  Assignment 1 derives the count; docs/formulas.md gives it.  With
+    ``new_tokens`` w > 1 (the target's check pass of w - 1 speculative drafts) the body and head work on
+    ``batch`` x w tokens, attention does w tokens' FLOPs over the context, and each cache is still read once:
+    its w new tokens share it.
     """
     s = setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     c = lengths(context_len, "context_len", minimum=0)
     b = lengths(batch, "batch")
-    s.model.check_context(c + 1, "this decode step")
-    return decode_pass(s, c, b, check_fit(s, b * (c + 1), "decode step", allow_overflow))
+    w = lengths(new_tokens, "new_tokens")
+    s.model.check_context(c + w, "this decode step")
+    return decode_pass(s, c, b, check_fit(s, b * (c + w), "decode step", allow_overflow), w)
 
 
 @dataclass(frozen=True)
