@@ -1551,12 +1551,14 @@ def _saved(first_counts=False, whole=True):
     return prefix_tokens_saved
 
 
-def _speedup(s, verify_batch=lambda b, k: b * (k + 1), drafts=True, draft_steps=lambda k: k, draft_is_target=False):
+def _speedup(s, check=lambda step, model, b, k: step(model, b, k + 1), drafts=True, draft_steps=lambda k: k,
+             draft_is_target=False):
     def spec_speedup(model, device, draft, context_len, batch, draft_len, acceptance):
-        def step(m, b):
-            return rl.decode_step(m, device, context_len, b, efficiency="ideal", allow_overflow=True).time
+        def step(m, b, w=1):
+            return rl.decode_step(m, device, context_len, b, efficiency="ideal", allow_overflow=True,
+                                  new_tokens=w).time
         proposer = model if draft_is_target else draft
-        cost = step(model, verify_batch(batch, draft_len)) + (
+        cost = check(step, model, batch, draft_len) + (
             draft_steps(draft_len) * step(proposer, batch) if drafts else 0 * step(draft, batch))
         return (s["tokens_per_step"](acceptance, draft_len) * step(model, batch) / cost).m_as("")
     return spec_speedup
@@ -1615,8 +1617,10 @@ MISTAKES.update({
         "every draft kept: k + 1": lambda s: (lambda a, k: k + 1.0, s["spec_speedup"]),
         "the series summed without end: 1 / (1 - a)": lambda s: (lambda a, k: 1 / (1 - a), s["spec_speedup"]),
         "the draft's steps left out": lambda s: (s["tokens_per_step"], _speedup(s, drafts=False)),
-        "the check priced at the batch, not batch x (k + 1)": lambda s: (
-            s["tokens_per_step"], _speedup(s, verify_batch=lambda b, k: b)),
+        "the check priced as a plain step": lambda s: (
+            s["tokens_per_step"], _speedup(s, check=lambda step, model, b, k: step(model, b))),
+        "the check priced as B(k + 1) sequences": lambda s: (
+            s["tokens_per_step"], _speedup(s, check=lambda step, model, b, k: step(model, b * (k + 1)))),
         "the draft run once, not k times": lambda s: (s["tokens_per_step"], _speedup(s, draft_steps=lambda k: 1)),
         "the draft priced as the target": lambda s: (s["tokens_per_step"], _speedup(s, draft_is_target=True)),
         "the speed-up upside down": lambda s: (
@@ -1658,8 +1662,8 @@ HINTS.update({
         "every draft kept: k + 1": tail07.ALL_OR_ENDLESS,  # the visible a = 0.8, k = 4 gives 5 either way
         "the series summed without end: 1 / (1 - a)": tail07.ALL_OR_ENDLESS,
         "the draft's steps left out": "the draft's steps left out",
-        "the check priced at the batch, not batch x (k + 1)":
-            "the check priced as a pass at batch B; it carries k + 1 tokens of every sequence, B(k + 1)",
+        "the check priced as a plain step": tail07.CHECK_AS_PLAIN,
+        "the check priced as B(k + 1) sequences": tail07.CHECK_AS_SEQUENCES,
         "the draft run once, not k times": "the draft run once; it proposes its k tokens one step each",
         "the draft priced as the target": "the draft's steps priced with the target model",
         "the speed-up upside down": "a ratio upside down",

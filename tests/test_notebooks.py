@@ -395,6 +395,10 @@ def test_tail_worked_examples_print_the_library_and_type_none_of_its_figures():
     # Hand arithmetic typed in the derived text: (1 - 0.8^5) / (1 - 0.8) = (1 - 0.32768) / 0.2 = 3.3616 tokens a step;
     # at x = 0.5 arrivals a step, 1 - e^-0.5 = 1 - 0.6065 = 0.3935 of steps see at least one.
     assert "3.36 at $a = 0.8$, $k = 4$" in derived["speculation"] and round((1 - 0.8 ** 5) / 0.2, 2) == 3.36
+    # the body turns compute-bound past peak / bandwidth = 989.4 / 3.35 = 295 tokens (2 P t FLOPs over 2 P bytes),
+    # 59 sequences of k + 1 = 5 tokens
+    assert "past about 300 tokens, 60 sequences at $k = 4$" in derived["speculation"]
+    assert round(989.4 / 3.35, -1) == 300 and round(989.4 / 3.35 / 5, -1) == 60
     assert "(0.39 at $x = 0.5$)" in derived["stall"] and round(1 - math.exp(-0.5), 2) == 0.39
     shown += "".join(derived.values())
     tokens = rl.memory_budget("Llama-3-8B", "H100", 1, gpu_memory_utilization=0.9).max_tokens

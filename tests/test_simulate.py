@@ -204,8 +204,8 @@ def test_speculation_helps_one_stream_and_helps_less_when_the_batch_is_full():
     """At the ideal bound, batch 1 is memory-bound: a step of Llama-3-8B on an H100 reads 16 GB, 4.6 ms, and
     verifying 5 tokens costs about the same; the draft (TinyLlama, 2.2 GB) adds 4 x 0.66 ms.  E[tokens per
     step] = (1 - a^5) / (1 - a) = 3.36 at a = 0.8, so a token costs about (4.6 + 2.6) / 3.36 = 2.1 ms against
-    4.6: TPOT falls below 55%.  At a large batch the verify pass is compute-bound (5x the tokens), so the gain
-    shrinks or turns into a loss.  (At "typical" efficiency each draft pass also pays the 3.7 ms per-pass
+    4.6: TPOT falls below 55%.  At a large batch the verify pass's weight matmuls are compute-bound (5x the
+    tokens, each cache still read once) and the draft reads every sequence's cache of its own: the gain shrinks.  (At "typical" efficiency each draft pass also pays the 3.7 ms per-pass
     overhead, which eats the gain at batch 1: the notebook shows it.)"""
     spec = dict(draft_model="TinyLlama-1.1B", draft_len=4, acceptance=0.8, efficiency="ideal")
     alone = dict(trace=trace(rl.Q_(np.arange(5) * 100.0, "s"), 500, 300))

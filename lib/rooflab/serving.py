@@ -111,9 +111,9 @@ def decode_step(
     The time, in s, is the sum of the three operations' roofline times (the body's weight matmuls, read once
     for the whole batch; attention over each sequence's cache, its new K and V written; the output head) plus
     the overhead; ``parts`` holds each.  Assignment 1 derives the count; docs/formulas.md gives it.  With
-    ``new_tokens`` w > 1 (the target's check pass of w - 1 speculative drafts) the body and head work on
-    ``batch`` x w tokens, attention does w tokens' FLOPs over the context, and each cache is still read once:
-    its w new tokens share it.
+    ``new_tokens`` above one (speculation's check pass: the drafts and the target's own token), the body and
+    head work on every new token, attention does each new token's FLOPs over the context, and each sequence's
+    cache is still read once: its new tokens share it.
     """
     s = setup(model, hardware, precision, mfu, mbu, overhead, efficiency)
     c = lengths(context_len, "context_len", minimum=0)
