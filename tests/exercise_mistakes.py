@@ -16,6 +16,7 @@ import numpy as np
 import rooflab as rl
 from rooflab import Q_
 from rooflab.check import PRECISION_NOT_PASSED, QUANTITY_FOR_NUMBER
+from rooflab.exercises import crossover as crossover04
 from rooflab.exercises import tail as tail07
 from rooflab.exercises.tensor_parallel import FRACTIONAL_HEADS, HALF_LINK, HALF_RING, NO_RING, TIED_HEAD, WHOLE_CHUNKS
 from rooflab.exercises.under_load import FEW_FLOPS
@@ -1185,7 +1186,8 @@ MISTAKES.update({
 # -- 04_crossover ---------------------------------------------------------------------------------------------------
 
 def _decode_parts(s, kv_values=2, per_batch=True, body="non_embedding", head_batch=True, memory_only=False,
-                  per_value=None, peak=None, added=False, weights_per_sequence=False, body_batch=True):
+                  per_value=None, peak=None, added=False, weights_per_sequence=False, body_batch=True,
+                  weight_bytes=None, head_bytes=None):
     """decode_parts as a student with one of the listed slips writes it (the reference with every default)."""
     def parts(model, device, context_len, batch=1, precision="fp16"):
         def roofline(flops, nbytes):
@@ -1202,11 +1204,11 @@ def _decode_parts(s, kv_values=2, per_batch=True, body="non_embedding", head_bat
         reads = batch if weights_per_sequence else 1
         return {
             "body": roofline(Q_((batch if body_batch else 1) * 2 * model.active_non_embedding_params, "FLOP"),
-                             Q_(reads * weights * per_value_, "B")),
+                             Q_(reads * weights * (weight_bytes or per_value_), "B")),
             "attention": roofline(Q_(batch * 4 * model.layers * model.attention_width * context_len, "FLOP"),
                                   sequences * context_len * kv),
             "head": roofline(Q_(head_tokens * 2 * model.d_model * model.vocab, "FLOP"),
-                             Q_(reads * model.d_model * model.vocab * per_value_, "B")),
+                             Q_(reads * model.d_model * model.vocab * (head_bytes or weight_bytes or per_value_), "B")),
         }
 
     return parts
@@ -1372,6 +1374,8 @@ HINTS.update({
         "query heads for KV heads": "query heads for KV heads",
         "forgot K or V in the cache": "forgot K or V in the cache",
         "the cache of one sequence, not the batch": "per sequence for per batch",
+        "the head at 4 bytes a weight": crossover04.FP32_WEIGHTS,
+        "every weight at 4 bytes": crossover04.FP32_WEIGHTS,
     },
     "moe_decode": {
         "projections and experts lumped into one body": "projections and experts lumped into one body",
@@ -1449,6 +1453,8 @@ MISTAKES.update({
             s["attention_intensity"], _decode_parts(s, weights_per_sequence=True)),
         "the body's FLOPs for one token, not the batch": lambda s: (
             s["attention_intensity"], _decode_parts(s, body_batch=False)),
+        "the head at 4 bytes a weight": lambda s: (s["attention_intensity"], _decode_parts(s, head_bytes=4)),
+        "every weight at 4 bytes": lambda s: (s["attention_intensity"], _decode_parts(s, weight_bytes=4)),
     },
     "moe_decode": {
         "the last memory-bound batch, not the first compute-bound one": lambda s: (

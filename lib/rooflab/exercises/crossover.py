@@ -16,6 +16,7 @@ from . import exercise, question
 
 A = "04_crossover"
 EXACT = 1e-3  # FLOP and byte counts are exact arithmetic: only rounding may differ
+FP32_WEIGHTS = "4 bytes a weight, as in FP32: a 16-bit weight (FP16, BF16) takes 2"
 
 
 # -- Exercise 1: the batch at which decode turns compute-bound, caches left out --------------------------------
@@ -129,8 +130,10 @@ def _decode_parts(answers, case, ref, rl):
     for operation in ("body", "attention", "head"):
         quantity(parts[operation], expected[operation], f"{call}[{operation!r}]", accept=accept.get(operation, ()),
                  also_wrong=slips[operation],
-                 # at 8 bits a doubled part is the precision first: the fp16 cases name a missing K or V before
-                 mistakes={**_precision_slips(precision, ref), "forgot K or V in the cache": 2,
+                 # at 8 bits a doubled part is the precision first; at 16 bits a doubled attention is a missing
+                 # K or V, a doubled body or head the 4 bytes of an FP32 weight (the slips name it first)
+                 mistakes={**_precision_slips(precision, ref),
+                           **({"forgot K or V in the cache": 2} if operation == "attention" else {}),
                            "per sequence for per batch": batch})
 
 
@@ -246,6 +249,9 @@ def _part_slips(ref, name, device, context, batch, precision) -> dict[str, dict]
         slips["body"]["the active parameters read, not every expert (a batch this large reads them all)"] = time(
             "body", b=m.active_non_embedding_params / m.non_embedding_params)
     slips["head"]["the head read once per sequence (one read serves the whole batch)"] = time("head", b=batch)
+    if per_value == 2:
+        for operation in ("body", "head"):
+            slips[operation][FP32_WEIGHTS] = time(operation, b=2)
     return {operation: _joined(named) for operation, named in slips.items()}
 
 

@@ -260,13 +260,16 @@ def _cheapest_on_l40s(ref):
     def links(label):  # the all-reduces of one iteration (the step and its share of prefills), ms
         return costs[label][1].communication_si * 1e3
 
-    return (f"Per million tokens at ${price.m_as('USD/h'):.2f} per GPU-hour, Llama-3-8B at 2,000/300 with TTFT <= "
+    return (f"Per million tokens at ${price.m_as('USD/h'):.2f} per GPU-hour (the catalogue's example on-demand "
+            f"price, rl.example_price), Llama-3-8B at 2,000/300 with TTFT <= "
             f"500 ms and ITL <= 50 ms, typical efficiency: {listed}. FP8 halves the bytes every step reads, so one "
             f"L40S runs batch {costs['fp8, tp=1'][1].batch} within 50 ms instead of {costs['fp16, tp=1'][1].batch}. "
             f"Splitting over two GPUs halves each GPU's weight read but adds all-reduces over PCIe (64 GB/s both "
             f"ways), and there are two GPUs to pay for. At FP16 the read is {weights('fp16, tp=1'):.1f} ms of the "
             f"50, and halving it saves {weights('fp16, tp=1') / 2:.1f} ms against {links('fp16, tp=2'):.1f} ms of "
-            f"all-reduces (the prefills' included): the pair is {_dearer(costs, 'fp16')} per token than one GPU. At "
+            f"all-reduces an iteration: the step's over the batch and, spread over the steps, the prefills', which carry "
+            f"every prompt token's activations (2,000 vectors a prompt against one a sequence in a step), so they "
+            f"are most of it. The pair is {_dearer(costs, 'fp16')} per token than one GPU. At "
             f"FP8 the read is only {weights('fp8, tp=1'):.1f} ms, half of it {weights('fp8, tp=1') / 2:.1f} ms, "
             f"against {links('fp8, tp=2'):.1f} ms of all-reduces: the pair is {_dearer(costs, 'fp8')}. "
             f"{_cheapest(costs)} is cheapest.")
