@@ -16,6 +16,7 @@ import numpy as np
 import rooflab as rl
 from rooflab import Q_
 from rooflab.check import PRECISION_NOT_PASSED, QUANTITY_FOR_NUMBER
+from rooflab.exercises import cost as cost06
 from rooflab.exercises import crossover as crossover04
 from rooflab.exercises import tail as tail07
 from rooflab.exercises.tensor_parallel import FRACTIONAL_HEADS, HALF_LINK, HALF_RING, NO_RING, TIED_HEAD, WHOLE_CHUNKS
@@ -219,13 +220,13 @@ def _cost_at_sla(s, throughput=lambda state: state[1], price_of=lambda p: p, ttf
 
 
 def _prices(s, efficiency="typical", precision_used=True, blended=False, decode_tokens=lambda b, k: b,
-            price_of=lambda p: p, swapped=False):
+            price_of=lambda p: p, swapped=False, prefill_at_batch=False):
     """06's token_prices with one slip."""
     def token_prices(model, device, prompt_len, output_len, batch, price, precision="fp16"):
         precision = precision if precision_used else "fp16"
         price = price_of(price)
-        prefill = rl.prefill(model, device, prompt_len, 1, precision, efficiency=efficiency,
-                             allow_overflow=True).time
+        prefill = rl.prefill(model, device, prompt_len, batch if prefill_at_batch else 1, precision,
+                             efficiency=efficiency, allow_overflow=True).time
         decode = rl.decode_step(model, device, s["mean_context"](prompt_len, output_len), batch, precision,
                                 efficiency=efficiency, allow_overflow=True).time
         into = s["cost_per_million"](price, Q_(prompt_len, "token") / prefill)
@@ -346,6 +347,7 @@ HINTS = {
         "the two prices swapped": "the two prices swapped",
         "ideal for typical efficiency": "ideal for typical efficiency",
         "the precision left at its default": PRECISION_NOT_PASSED + " (the prefill and the step at fp16)",
+        "the prefill priced at the whole batch": cost06.PREFILL_AT_BATCH,
     },
     "cost_at_sla": {
         "ideal for typical efficiency": "ideal for typical efficiency",
@@ -610,6 +612,7 @@ MISTAKES = {
         "the two prices swapped": lambda s: (_prices(s, swapped=True),),
         "ideal for typical efficiency": lambda s: (_prices(s, efficiency="ideal"),),
         "the precision left at its default": lambda s: (_prices(s, precision_used=False),),
+        "the prefill priced at the whole batch": lambda s: (_prices(s, prefill_at_batch=True),),
     },
     "cost_at_sla": {
         "tokens/s per request taken for per GPU": lambda s: (

@@ -30,6 +30,8 @@ A price per hour used as per second is off by 3,600. The price per hour is fixed
 as the batch raises the throughput.
 """
 
+PREFILL_AT_BATCH = ("the prefill priced at the whole batch: a prompt is prefilled alone (batch 1) as it arrives, and "
+                    "its time buys its own prompt_len tokens")
 
 @exercise("cost_per_million", A, derive=DERIVED[A], derived=COST_DERIVED, visible=[
     # (price, its unit, output tokens/s per GPU: one number or a list)
@@ -97,9 +99,10 @@ def _token_prices(answers, case, ref, rl):
 
 
 def _prices_of(ref, name, device, prompt_len, output_len, batch, price, precision, efficiency="typical",
-               decode_tokens=None):
+               decode_tokens=None, prefill_batch=1):
     """(input, output) USD/Mtok of the course's token prices: price x F / P and price x D / (tokens a step)."""
-    f = ref.prefill(name, device, prompt_len, 1, precision, efficiency=efficiency, allow_overflow=True).time
+    f = ref.prefill(name, device, prompt_len, prefill_batch, precision, efficiency=efficiency,
+                    allow_overflow=True).time
     d = ref.decode_step(name, device, _mean_context(prompt_len, output_len), batch, precision, efficiency=efficiency,
                         allow_overflow=True).time
     hourly = ref.Q_(price, "USD/h")
@@ -115,7 +118,8 @@ def _price_slips(ref, case) -> list[dict]:
     variants = {"ideal for typical efficiency": _prices_of(ref, *case, efficiency="ideal"),
                 PRECISION_NOT_PASSED + " (the prefill and the step at fp16)": _prices_of(ref, *case[:-1], "fp16"),
                 "B + k tokens for the decode step's B": _prices_of(
-                    ref, *case, decode_tokens=batch + batch / (output_len - 1))}
+                    ref, *case, decode_tokens=batch + batch / (output_len - 1)),
+                PREFILL_AT_BATCH: _prices_of(ref, *case, prefill_batch=batch)}
     found: list[dict] = [{"the two prices swapped": right[1]}, {"the two prices swapped": right[0]}]
     for mistake, values in variants.items():
         for which in (0, 1):
@@ -136,7 +140,7 @@ def _dearer_tokens(ref):
     into, out = s.cost_per_million_input(price), s.cost_per_million_output(price)
     return (f"At batch 64 on an H100 at ${price.m_as('USD/h'):.2f} an hour (typical efficiency): a million prompt "
             f"tokens cost {into.m_as('USD/Mtok'):.3f} dollars, a million generated ones "
-            f"{out.m_as('USD/Mtok'):.3f}, {(out / into).m_as(''):.0f}x as much. A prefill pushes 2,000 tokens "
+            f"{out.m_as('USD/Mtok'):.3f}, {(out / into).m_as(''):.1f}x as much. A prefill pushes 2,000 tokens "
             f"through each weight it reads, so it runs near the compute peak; a decode step makes 64 tokens for "
             f"the same weight read and every sequence's cache. API price sheets charge generated tokens several "
             f"times prompt tokens for this reason.")
