@@ -26,9 +26,10 @@ The compute time $B F / \text{peak}$ meets the memory time $W / \text{bandwidth}
 the bytes of the weights) at
 $$B^* = \frac{W}{F} \times \frac{\text{peak}}{\text{bandwidth}} = \frac{W}{F} \times \text{ridge point}.$$
 A weight costs each token 2 FLOPs and, at FP16, takes 2 bytes, so $W / F$ is about 1 B/FLOP and $B^*$ sits near the
-ridge: 316 for Llama-3-8B on the H100 (ridge 295). At FP8 the bytes halve and the ridge doubles: the batch does not
-move. Mixtral is read as 46.7 B parameters but computes with 12.9 B (the embedding table and head in both), so
-$W / F$ is about 3.7 and its batch is 755 on the H200. `rl.decode_compute_bound_batch` says 296 for Llama-3-8B: it
+ridge: 316 for Llama-3-8B on the H100 (ridge 295). Mixtral is read as 46.7 B parameters, but a token computes with
+12.75 B: its 12.62 B active non-embedding weights and the 0.13 B of the head (the embedding table is looked up, not
+multiplied, so its 0.13 B count in $W$ only). So $W / F$ is 46.7 / 12.75 = 3.66 B/FLOP at 16 bits, and
+its batch is 755 on the H200. `rl.decode_compute_bound_batch` says 296 for Llama-3-8B: it
 prices the body's matmuls alone (a step looks up one embedding row per token), and the check accepts either count.
 """, visible=[
     # every weight against the FLOPs of a token at FP16: a missing factor 2 in the FLOPs, or weights counted as
