@@ -1631,6 +1631,7 @@ MISTAKES.update({
         "the check priced as B(k + 1) sequences": lambda s: (
             s["tokens_per_step"], _speedup(s, check=lambda step, model, b, k: step(model, b * (k + 1)))),
         "the draft run once, not k times": lambda s: (s["tokens_per_step"], _speedup(s, draft_steps=lambda k: 1)),
+        "the draft run k + 1 times": lambda s: (s["tokens_per_step"], _speedup(s, draft_steps=lambda k: k + 1)),
         "the draft priced as the target": lambda s: (s["tokens_per_step"], _speedup(s, draft_is_target=True)),
         "the speed-up upside down": lambda s: (
             s["tokens_per_step"], lambda *args: 1 / s["spec_speedup"](*args)),
@@ -1674,6 +1675,7 @@ HINTS.update({
         "the check priced as a plain step": tail07.CHECK_AS_PLAIN,
         "the check priced as B(k + 1) sequences": tail07.CHECK_AS_SEQUENCES,
         "the draft run once, not k times": "the draft run once; it proposes its k tokens one step each",
+        "the draft run k + 1 times": tail07.DRAFT_EXTRA_STEP,
         "the draft priced as the target": "the draft's steps priced with the target model",
         "the speed-up upside down": "a ratio upside down",
     },

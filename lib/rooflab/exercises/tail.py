@@ -29,6 +29,8 @@ ALL_KEPT = "every draft counted as kept (k + 1): the j-th counts only if all bef
 ENDLESS = "the series summed without end (1 / (1 - a)): it stops at the k-th draft"
 CHECK_AS_SEQUENCES = ("the check priced as a step of B(k + 1) sequences, which reads every cache k + 1 times: the k + 1 "
                       "tokens of a sequence share its cache (B sequences adding k + 1 tokens each, new_tokens)")
+DRAFT_EXTRA_STEP = ("the draft run k + 1 times: it proposes k tokens, one step each; the (k + 1)-th token is the "
+                    "target's own, from the check pass")
 CHECK_AS_PLAIN = ("the check priced as a plain step, one token a sequence: it carries k + 1 tokens of every sequence "
                   "(new_tokens)")
 ALL_OR_ENDLESS = ("k + 1 = 1 / (1 - a) here: every draft counted as kept, or the series summed without end; the j-th "
@@ -303,6 +305,7 @@ def _speculation(answers, case, ref, rl):
              CHECK_AS_SEQUENCES: expected_tokens * plain / (step(name, batch * (k + 1)) + k * one_draft),
              CHECK_AS_PLAIN: expected_tokens * plain / (plain + k * one_draft),
              "the draft run once; it proposes its k tokens one step each": expected_tokens * plain / (check + one_draft),
+             DRAFT_EXTRA_STEP: expected_tokens * plain / (check + (k + 1) * one_draft),
              "the draft's steps priced with the target model": expected_tokens * plain / (check + k * plain)}
     number(spec_speedup(rl.model(name), rl.hardware(device), rl.model(draft), context, batch, k, a), expected, call,
            rel=0.005, also_wrong={tag: value for tag, value in wrong.items() if abs(value / expected - 1) > 0.005})
