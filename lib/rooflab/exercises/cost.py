@@ -33,6 +33,7 @@ as the batch raises the throughput.
 PREFILL_AT_BATCH = ("the prefill priced at the whole batch: a prompt is prefilled alone (batch 1) as it arrives, and "
                     "its time buys its own prompt_len tokens")
 
+
 @exercise("cost_per_million", A, derive=DERIVED[A], derived=COST_DERIVED, visible=[
     # (price, its unit, output tokens/s per GPU: one number or a list)
     # The example H100 price per hour: a price per hour used as per second is off by 3,600; a bare number shows.

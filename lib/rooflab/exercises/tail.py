@@ -331,7 +331,7 @@ def _spec_at_256(ref):
             f"1,280 tokens are compute-bound, so it takes {check * 1e3:.1f} ms against a plain step's "
             f"{plain * 1e3:.1f} ms, and the "
             f"draft's four steps each read 256 caches of their own ({4 * draft * 1e3:.1f} ms): {speedups[256]:.2f}x. "
-            f"Both costs grow with the batch while the 3.36 tokens a step do not (Llama-3-8B with a TinyLlama draft, "
+            f"Both costs grow with the batch while the {tokens:.2f} tokens a step do not (Llama-3-8B with a TinyLlama draft, "
             f"a = 0.8, k = 4, ideal roofline).")
 
 
